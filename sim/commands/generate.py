@@ -1,0 +1,64 @@
+"""``fusionfabric generate``: Verilog-2005 and a JSON port map for one block."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from sim.cli import CliError
+
+NAME = "generate"
+HELP = "write the Verilog of one block (and its JSON port map)"
+
+
+def add_arguments(p):
+    p.add_argument("block", nargs="?", help="block name (see --list)")
+    p.add_argument("--list", action="store_true", help="list every block with its parameters")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a parameter (repeatable)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="Verilog file to write (default: stdout); the port map goes to "
+                        "FILE with suffix .ports.json")
+    p.add_argument("--name", default=None, metavar="TOP",
+                   help="top module name (default: the block name, '-' replaced by '_')")
+
+
+def list_blocks(out=sys.stdout):
+    from rtl.blocks import all_blocks
+
+    for block in all_blocks().values():
+        print(f"{block.name}: {block.doc}", file=out)
+        for p in block.params:
+            choices = f" {{{', '.join(map(str, p.choices))}}}" if p.choices else ""
+            print(f"    {p.name} ({p.type.__name__}, default {p.default!r}){choices}: {p.doc}",
+                  file=out)
+
+
+def run(args):
+    from rtl.blocks import get_block, parse_sets
+    from rtl.export import port_map, to_verilog
+
+    if args.list:
+        list_blocks()
+        return 0
+    if not args.block:
+        raise CliError("generate: give a BLOCK or --list")
+    block = get_block(args.block)
+    params = block.resolve(parse_sets(block, args.set))
+    top = args.name or block.name.replace("-", "_")
+    if not top.isidentifier():
+        raise CliError(f"--name {top!r} is not a valid Verilog identifier")
+    component = block.build(**params)
+    text = to_verilog(component, top)
+    ports = port_map(component, top)
+    ports.update(block=block.name, params=params)
+    if args.output:
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        out.with_suffix(".ports.json").write_text(json.dumps(ports, indent=2) + "\n")
+        print(f"wrote {out} and {out.with_suffix('.ports.json')}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

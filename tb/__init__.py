@@ -1,0 +1,1 @@
+"""cocotb testbenches; ``tb.common`` is the shared verification kit."""

@@ -1,0 +1,207 @@
+"""Amaranth component → Verilog → cocotb on Icarus or Verilator, in one call.
+
+:func:`run` converts a registered block (or any component) to Verilog with
+``emit_src=False``, places it in a build directory keyed by a hash of the block, its
+parameters and the generated text, builds it under a file lock (safe with pytest-xdist),
+and runs a cocotb test module through :mod:`cocotb_tools.runner`.
+
+Environment:
+
+``SIM``
+    ``icarus`` (default) or ``verilator``; a ``sim=`` argument wins.
+``WAVES=1``
+    dump an FST trace (``<test_dir>/*.fst``).
+``SEED``
+    the cocotb random seed; by default a fresh 32-bit seed is drawn and printed.
+``FF_BUILD``
+    root of the build tree (default ``build/`` at the project root).
+
+Results: each run keeps its JUnit XML in its own test directory. A failing cocotb test
+raises :class:`CocotbFailure` carrying the cocotb message, the simulator and the seed,
+so pytest shows why, not a bare ``SystemExit``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from . import toolchain
+
+__all__ = ["CocotbFailure", "RunResult", "run", "build_verilog", "ROOT", "BUILD_ROOT"]
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_ROOT = Path(os.environ.get("FF_BUILD", ROOT / "build"))
+
+#: Verilator warnings that Amaranth's output triggers and that are waived (docs/lint.md).
+VERILATOR_BUILD_ARGS = ["-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique"]
+
+
+class CocotbFailure(AssertionError):
+    """One or more cocotb tests failed (or the simulator did not finish)."""
+
+
+@dataclass
+class RunResult:
+    sim: str
+    seed: int
+    results_xml: Path
+    test_dir: Path
+    tests: list[dict] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict]:
+        return [t for t in self.tests if t["status"] != "passed"]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80] or "run"
+
+
+def build_verilog(block: str, params: dict[str, Any] | None = None, *, component=None,
+                  toplevel: str = "top") -> tuple[Path, str]:
+    """Write the Verilog of ``block`` with ``params`` into its hashed build directory.
+
+    Returns ``(build_dir, toplevel)``. ``component`` may be given directly (then ``block``
+    only names the directory); otherwise it is built from the registry.
+    """
+    from rtl.blocks import get_block
+    from rtl.export import config_hash, to_verilog
+
+    params = dict(params or {})
+    if component is None:
+        b = get_block(block)
+        params = b.resolve(params)
+        component = b.build(**params)
+    text = to_verilog(component, toplevel)
+    key = config_hash(block, params, text)
+    build_dir = BUILD_ROOT / "rtl" / f"{_slug(block)}-{key}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    vfile = build_dir / f"{toplevel}.v"
+    with FileLock(str(build_dir / ".lock")):
+        if not vfile.exists() or vfile.read_text() != text:
+            tmp = vfile.with_suffix(".v.tmp")
+            tmp.write_text(text)
+            tmp.replace(vfile)
+            (build_dir / "params.json").write_text(
+                json.dumps({"block": block, "params": params}, indent=1, default=str) + "\n")
+    return build_dir, toplevel
+
+
+def _parse_results(xml_path: Path) -> list[dict]:
+    tests = []
+    if not xml_path.exists():
+        return tests
+    root = ET.parse(xml_path).getroot()
+    for case in root.iter("testcase"):
+        status, message = "passed", ""
+        for tag in ("failure", "error"):
+            node = case.find(tag)
+            if node is not None:
+                status = tag
+                message = (node.get("message") or "") + ("\n" + node.text if node.text else "")
+        if case.find("skipped") is not None:
+            status = "skipped"
+        tests.append({"name": case.get("name"), "status": status,
+                      "message": message.strip(), "sim_time_ns": case.get("sim_time_ns"),
+                      "ratio": case.get("ratio_time")})
+    return tests
+
+
+def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
+        component=None, sim: str | None = None, testcase: str | list[str] | None = None,
+        test_args: dict[str, Any] | None = None, seed: int | None = None,
+        waves: bool | None = None, name: str | None = None,
+        extra_env: dict[str, str] | None = None) -> RunResult:
+    """Build ``block`` and run the cocotb ``test_module`` against it.
+
+    Parameters
+    ----------
+    block : str
+        Registered block name (or a directory label when ``component`` is given).
+    test_module : str
+        Dotted module of the cocotb tests, e.g. ``"tb.scrambler.test_scrambler"``.
+    params : dict
+        Block parameters; also handed to the testbench (see :func:`tb.common.tb_params`).
+    test_args : dict
+        Extra JSON-able values for the testbench (traffic sizes, error rates, ...).
+    name : str
+        Label of this run's test directory; defaults to the pytest test id.
+    """
+    from cocotb_tools.runner import get_runner
+
+    sim = (sim or os.environ.get("SIM") or "icarus").lower()
+    if sim not in ("icarus", "verilator"):
+        raise ValueError(f"SIM={sim!r} is not icarus or verilator")
+    toolchain.setup(sim)
+    waves = bool(int(os.environ.get("WAVES", "0"))) if waves is None else waves
+    if seed is None:
+        seed = int(os.environ["SEED"]) if os.environ.get("SEED") else secrets.randbits(32)
+
+    build_dir, top = build_verilog(block, params, component=component)
+    if component is None:
+        from rtl.blocks import get_block
+        params = get_block(block).resolve(params or {})
+    sim_dir = build_dir / (sim + ("-waves" if waves else ""))
+    runner = get_runner(sim)
+    build_args = list(VERILATOR_BUILD_ARGS) if sim == "verilator" else []
+    if sim == "verilator" and waves:
+        build_args += ["--trace-fst", "--trace-structs"]
+    with FileLock(str(build_dir / f".{sim}.lock")):
+        runner.build(verilog_sources=[build_dir / f"{top}.v"], hdl_toplevel=top,
+                     build_dir=sim_dir, build_args=build_args, timescale=("1ns", "1ps"),
+                     waves=waves, always=False, log_file=sim_dir / "build.log")
+
+    label = _slug(name or os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+                  .rsplit("::", 1)[-1] or test_module)
+    test_dir = sim_dir / "runs" / label
+    if test_dir.exists():
+        shutil.rmtree(test_dir, ignore_errors=True)
+    test_dir.mkdir(parents=True, exist_ok=True)
+    results_xml = test_dir / "results.xml"
+    env = {
+        "FF_PARAMS": json.dumps(params or {}, default=str),
+        "FF_ARGS": json.dumps(test_args or {}, default=str),
+        "FF_SIM": sim,
+        "FF_COVERAGE_FILE": str(test_dir / "coverage.yml"),
+        "FF_BLOCK": block,
+        "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING"),
+    }
+    env.update(extra_env or {})
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                    build_dir=sim_dir, test_dir=test_dir, results_xml=str(results_xml),
+                    testcase=testcase, seed=seed, waves=waves, extra_env=env,
+                    timescale=("1ns", "1ps"), log_file=test_dir / "sim.log")
+        exit_code = 0
+    except SystemExit as exc:  # the runner exits under pytest when a test fails
+        exit_code = exc.code
+    result = RunResult(sim=sim, seed=seed, results_xml=results_xml, test_dir=test_dir,
+                       tests=_parse_results(results_xml))
+    (test_dir / "summary.json").write_text(json.dumps(
+        {"block": block, "params": params, "sim": sim, "seed": seed,
+         "tests": result.tests}, indent=1, default=str) + "\n")
+    if not result.tests or result.failed or exit_code not in (0, None):
+        lines = [f"cocotb {test_module} on {sim} failed (seed {seed}; rerun with "
+                 f"SEED={seed} SIM={sim}); log: {test_dir / 'sim.log'}"]
+        if not result.tests:
+            lines.append(f"no results in {results_xml} (simulator exit {exit_code})")
+            log = test_dir / "sim.log"
+            if log.exists():
+                lines.append(log.read_text(errors="replace")[-3000:])
+        for t in result.failed:
+            lines.append(f"  {t['name']}: {t['status']}: {t['message'][:2000]}")
+        raise CocotbFailure("\n".join(lines))
+    print(f"[cocotb] {block} {test_module} sim={sim} seed={seed}: "
+          f"{len(result.tests)} passed", file=sys.stderr)
+    return result
