@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-__all__ = ["tb_params", "tb_args", "seed", "make_rng", "sim_name"]
+__all__ = ["tb_params", "tb_args", "seed", "make_rng", "sim_name", "random_words"]
 
 
 def tb_params() -> dict:
@@ -34,3 +34,20 @@ def seed() -> int:
 def make_rng(stream: int = 0) -> np.random.Generator:
     """An independent generator per ``stream``, all derived from the run's seed."""
     return np.random.default_rng([seed(), stream])
+
+
+def random_words(rng: np.random.Generator, width: int, n: int) -> list[int]:
+    """``n`` uniform random unsigned integers of ``width`` bits (any width) from ``rng``."""
+    if width <= 0:
+        raise ValueError(f"width={width} must be positive")
+    chunks = (width + 63) // 64
+    raw = rng.integers(0, 1 << 63, size=(n, chunks), dtype=np.int64).astype(object)
+    raw2 = rng.integers(0, 2, size=(n, chunks), dtype=np.int64).astype(object)
+    mask = (1 << width) - 1
+    out = []
+    for row, top in zip(raw, raw2):
+        w = 0
+        for c, t in zip(row, top):
+            w = (w << 64) | (int(t) << 63) | int(c)
+        out.append(w & mask)
+    return out

@@ -158,7 +158,7 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
     if sim == "verilator" and waves:
         build_args += ["--trace-fst", "--trace-structs"]
     with FileLock(str(build_dir / f".{sim}.lock")):
-        runner.build(verilog_sources=[build_dir / f"{top}.v"], hdl_toplevel=top,
+        runner.build(sources=[build_dir / f"{top}.v"], hdl_toplevel=top,
                      build_dir=sim_dir, build_args=build_args, timescale=("1ns", "1ps"),
                      waves=waves, always=False, log_file=sim_dir / "build.log")
 

@@ -19,7 +19,12 @@ from typing import Callable
 import cocotb
 from cocotb.triggers import Event, FallingEdge, ReadOnly
 
-__all__ = ["StreamSource", "StreamSink", "stream_ports"]
+__all__ = ["StreamSource", "StreamSink", "stream_ports", "to_int"]
+
+
+def to_int(value) -> int:
+    """A sampled signal value as an unsigned int (1-bit handles give a ``Logic``)."""
+    return int(value.to_unsigned()) if hasattr(value, "to_unsigned") else int(value)
 
 
 def stream_ports(dut, name: str):
@@ -165,7 +170,7 @@ class StreamSink:
             valid = self.valid is None or int(self.valid.value) == 1
             ready = self.ready is None or not (self.paused or int(self.ready.value) == 0)
             if valid and ready:
-                word = int(self.payload.value.to_unsigned())
+                word = to_int(self.payload.value)
                 self.count += 1
                 if self.keep:
                     self.queue.append(word)

