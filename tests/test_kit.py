@@ -84,3 +84,13 @@ def test_keyed_scoreboard():
     sb2.expect((1, 2), 9)
     with pytest.raises(ScoreboardError, match=r"\(1, 2\): 1"):
         sb2.check_empty()
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("sim", SIMS)
+def test_kit_waves(sim):
+    result = runner.run("kit", "tb.kit.test_kit", {"width": 8}, component=KitIncrement(8),
+                        sim=sim, waves=True, test_args={"count": 20})
+    sim_dir = result.test_dir.parents[1]
+    assert sim_dir.name == f"{sim}-waves"
+    assert list(sim_dir.rglob("*.fst")), f"no FST trace under {sim_dir}"

@@ -1,0 +1,29 @@
+"""pytest configuration: a closing table of every cocotb run with its simulator and seed."""
+
+import json
+import os
+import time
+from pathlib import Path
+
+_START = time.time()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    root = Path(os.environ.get("FF_BUILD", Path(__file__).resolve().parents[1] / "build"))
+    runs = []
+    for f in root.glob("rtl/*/*/runs/*/summary.json"):
+        if f.stat().st_mtime < _START:
+            continue
+        try:
+            s = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        failed = sum(1 for t in s["tests"] if t["status"] != "passed")
+        runs.append((s["block"], f.parent.name, s["sim"], s["seed"], len(s["tests"]), failed))
+    if not runs:
+        return
+    tr = terminalreporter
+    tr.section(f"cocotb runs this session: {len(runs)} (rerun one with SEED=<seed> SIM=<sim>)")
+    # Runs that fail on purpose (the kit's own failure-path tests) show as 0/1 here.
+    for block, run, sim, seed, n, nf in sorted(runs):
+        tr.write_line(f"{block:<14} {sim:<9} seed {seed:>10}  {n - nf}/{n} passed  {run}")
