@@ -19,11 +19,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         except (OSError, ValueError):
             continue
         failed = sum(1 for t in s["tests"] if t["status"] != "passed")
-        runs.append((s["block"], f.parent.name, s["sim"], s["seed"], len(s["tests"]), failed))
+        name = f.parent.name + (" (planted fault, failure expected)"
+                                if s.get("planted_fault") else "")
+        runs.append((s["block"], name, s["sim"], s["seed"], len(s["tests"]), failed))
     if not runs:
         return
     tr = terminalreporter
     tr.section(f"cocotb runs this session: {len(runs)} (rerun one with SEED=<seed> SIM=<sim>)")
-    # Runs that fail on purpose (the kit's own failure-path tests) show as 0/1 here.
     for block, run, sim, seed, n, nf in sorted(runs):
         tr.write_line(f"{block:<14} {sim:<9} seed {seed:>10}  {n - nf}/{n} passed  {run}")

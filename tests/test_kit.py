@@ -31,7 +31,7 @@ def test_kit_reports_mismatch_with_seed(sim):
     params = {"width": 16, "fault": "corrupt"}
     with pytest.raises(runner.CocotbFailure) as info:
         runner.run("kit", "tb.kit.test_kit", params, component=KitIncrement(**params),
-                   sim=sim, seed=12345)
+                   sim=sim, seed=12345, planted_fault=True)
     text = str(info.value)
     assert "seed 12345" in text and "SEED=12345" in text
     assert "kit: item #36 mismatch" in text  # the 37th word is the planted corruption
@@ -42,7 +42,8 @@ def test_kit_watchdog_fires():
     params = {"width": 16, "fault": "stall"}
     with pytest.raises(runner.CocotbFailure) as info:
         runner.run("kit", "tb.kit.test_kit", params, component=KitIncrement(**params),
-                   sim="icarus", test_args={"stall_cycles": 100})
+                   sim="icarus", test_args={"stall_cycles": 100},
+                   planted_fault=True)
     assert "no progress for 100 cycles" in str(info.value)
 
 

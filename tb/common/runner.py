@@ -122,7 +122,7 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
         component=None, sim: str | None = None, testcase: str | list[str] | None = None,
         test_args: dict[str, Any] | None = None, seed: int | None = None,
         waves: bool | None = None, name: str | None = None,
-        extra_env: dict[str, str] | None = None) -> RunResult:
+        extra_env: dict[str, str] | None = None, planted_fault: bool = False) -> RunResult:
     """Build ``block`` and run the cocotb ``test_module`` against it.
 
     Parameters
@@ -137,6 +137,8 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
         Extra JSON-able values for the testbench (traffic sizes, error rates, ...).
     name : str
         Label of this run's test directory; defaults to the pytest test id.
+    planted_fault : bool
+        The run is meant to fail (a test of a checker); reports list it apart.
     """
     from cocotb_tools.runner import get_runner
 
@@ -190,7 +192,7 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
                        tests=_parse_results(results_xml))
     (test_dir / "summary.json").write_text(json.dumps(
         {"block": block, "params": params, "sim": sim, "seed": seed,
-         "tests": result.tests}, indent=1, default=str) + "\n")
+         "planted_fault": planted_fault, "tests": result.tests}, indent=1, default=str) + "\n")
     if not result.tests or result.failed or exit_code not in (0, None):
         lines = [f"cocotb {test_module} on {sim} failed (seed {seed}; rerun with "
                  f"SEED={seed} SIM={sim}); log: {test_dir / 'sim.log'}"]
