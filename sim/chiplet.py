@@ -1,0 +1,542 @@
+"""Golden model of the chiplet link: TL packing, DL framing (exact bytes), CRC-32, link model.
+
+Pure numpy / Python (no amaranth, no cocotb). The bit layouts below are the single source of
+truth: the RTL in :mod:`rtl.chiplet` builds its ``StructLayout`` from them. The format is
+documented in ``docs/protocol.md``.
+
+Units
+-----
+slot
+    128 bits (16 bytes): the datapath word of the chiplet and of the PHY interface. A TL header
+    is one slot; data is carried 16 bytes per slot.
+TL flit
+    64 bytes = 4 slots, all of one virtual channel (VC 0 requests, VC 1 responses). Messages of
+    one VC are packed back to back at slot granularity; a header slot with opcode ``NULL`` is
+    padding (the rest of the TL flit is then padding too).
+DL flit
+    ``tl_per_dl`` TL flits followed by one trailer slot (96-bit DL header + CRC-32): 
+    ``4 * tl_per_dl + 1`` slots on the wire. TL flits past ``n_tl`` are zero padding.
+
+Byte order: a slot is little-endian (byte ``k`` is bits ``8k..8k+7``); a DL flit's bytes are its
+slots in transmission order. The CRC is CRC-32/ISO-HDLC (the Ethernet/zlib CRC, check value
+``0xCBF43926``) over every byte of the DL flit before the CRC field, stored little-endian in
+the last four bytes, so the whole flit is a standard CRC-32 codeword.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+
+import numpy as np
+
+from sim.bitfields import Fields
+from sim.layouts import CHUNK_BITS, DEST_BITS, SRC_BITS, Dtype, Kind, Op
+
+__all__ = [
+    "SLOT_BITS", "SLOT_BYTES", "SLOTS_PER_TL", "TL_BYTES", "SEQ_BITS", "CREDIT_BITS",
+    "TAG_BITS", "ADDR_BITS", "MAX_TL_PER_DL", "Opcode", "Status", "VC", "TL_HEADER",
+    "PORT_BEAT", "DL_HEADER", "DL_TRAILER", "LENGTHS", "length_code", "opcode_vc",
+    "data_slots", "Message", "message_slots", "pack_tl", "unpack_tl", "DLHeader",
+    "dl_frame", "dl_parse", "crc32", "crc32_unappend", "crc_syndromes", "switch_kind",
+    "LinkParams", "MemoryModel", "dl_flit_slots", "VECTORS",
+]
+
+SLOT_BITS = 128
+SLOT_BYTES = 16
+SLOTS_PER_TL = 4
+TL_BYTES = 64
+#: Sequence-number width of DL flits (the space must exceed twice the replay window).
+SEQ_BITS = 10
+#: Width of the cumulative credit counters returned per VC (mod 2**CREDIT_BITS).
+CREDIT_BITS = 12
+TAG_BITS = 8
+ADDR_BITS = 57
+#: Largest ``tl_per_dl`` (the DL header holds one VC bit per TL flit).
+MAX_TL_PER_DL = 32
+
+
+class Opcode(IntEnum):
+    NULL = 0          #: padding slot (only where a header is expected)
+    WRITE = 1
+    READ = 2
+    ATOMIC_ADD = 3    #: element-wise int32 add of the payload into memory; acknowledged
+    MULTICAST = 4     #: write to every member of group ``dest`` (posted)
+    REDUCE = 5        #: contribute payload to group ``dest``, chunk ``chunk`` (posted)
+    READ_CPL = 8      #: read completion with data
+    WRITE_ACK = 9
+    ATOMIC_ACK = 10
+
+
+class Status(IntEnum):
+    OK = 0
+    ERROR = 1         #: e.g. address out of range at the completer
+    UNSUPPORTED = 2
+
+
+class VC(IntEnum):
+    REQ = 0
+    RSP = 1
+
+
+#: Request/response lengths in bytes, by 2-bit ``length`` code.
+LENGTHS = (64, 128, 192, 256)
+
+#: The TL header slot (one slot, LSB first).
+TL_HEADER = Fields([
+    ("opcode", 4),
+    ("length", 2),        # LENGTHS[length]
+    ("status", 2),        # responses: Status
+    ("tag", TAG_BITS),
+    ("dest", DEST_BITS),  # node id (unicast, responses) or group id (MULTICAST, REDUCE)
+    ("src", SRC_BITS),    # stamped by the sending chiplet from its node id
+    ("op", 2),            # REDUCE: sim.layouts.Op
+    ("dtype", 3),         # REDUCE: sim.layouts.Dtype
+    ("rsvd0", 3),
+    ("chunk", CHUNK_BITS),  # REDUCE: chunk id
+    ("addr", ADDR_BITS),
+    ("rsvd1", 15),
+])
+assert TL_HEADER.width == SLOT_BITS
+
+#: One beat on the accelerator port (requests in/out, responses in/out): the header fields
+#: (valid on every beat of a message, sampled on the first) and 16 bytes of data.
+PORT_BEAT = Fields([("data", SLOT_BITS)] + list(TL_HEADER.fields))
+
+#: The 96-bit DL header at the bottom of the trailer slot.
+DL_HEADER = Fields([
+    ("seq", SEQ_BITS),        # sequence number (data flits only)
+    ("data", 1),              # 1: carries TL flits, is sequenced and replayable
+    ("n_tl", 6),              # valid TL flits (a prefix of the tl_per_dl positions)
+    ("vc", MAX_TL_PER_DL),    # bit j: VC of TL flit j
+    ("ack", SEQ_BITS),        # cumulative: every seq before this one was received
+    ("nak", 1),               # please replay from ``ack``
+    ("init", 1),              # bring-up flit; credit fields carry the buffer sizes
+    ("init_seen", 1),         # sender has received a good flit from this side since init
+    ("credit0", CREDIT_BITS),  # cumulative TL flits freed on VC 0 (init: VC 0 buffer size)
+    ("credit1", CREDIT_BITS),  # same for VC 1
+    ("rsvd", 10),
+])
+assert DL_HEADER.width == 96
+
+DL_TRAILER = Fields(list(DL_HEADER.fields) + [("crc", 32)])
+assert DL_TRAILER.width == SLOT_BITS
+
+
+def length_code(nbytes: int) -> int:
+    if nbytes not in LENGTHS:
+        raise ValueError(f"length {nbytes} is not one of {LENGTHS} bytes")
+    return LENGTHS.index(nbytes)
+
+
+def opcode_vc(opcode: int) -> VC:
+    op = Opcode(opcode)
+    if op == Opcode.NULL:
+        raise ValueError("opcode NULL has no virtual channel")
+    return VC.RSP if op >= Opcode.READ_CPL else VC.REQ
+
+
+def data_slots(opcode: int, length: int) -> int:
+    """Data slots following the header slot (``length`` is the 2-bit code)."""
+    op = Opcode(opcode)
+    if op in (Opcode.READ, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK, Opcode.NULL):
+        return 0
+    return (int(length) + 1) * SLOTS_PER_TL
+
+
+def switch_kind(opcode: int) -> Kind:
+    """The ``sim.layouts.switch_flit`` kind a message travels as through the switch."""
+    op = Opcode(opcode)
+    return {Opcode.MULTICAST: Kind.MULTICAST, Opcode.REDUCE: Kind.REDUCE}.get(op, Kind.UNICAST)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One request or response as the accelerator port sees it."""
+    opcode: int
+    length: int = 0            # 2-bit code
+    tag: int = 0
+    dest: int = 0
+    src: int = 0
+    addr: int = 0
+    status: int = 0
+    op: int = 0
+    dtype: int = 0
+    chunk: int = 0
+    data: bytes = b""
+
+    def __post_init__(self):
+        n = data_slots(self.opcode, self.length) * SLOT_BYTES
+        if len(self.data) != n:
+            raise ValueError(f"{Opcode(self.opcode).name} length code {self.length} needs "
+                             f"{n} data bytes, got {len(self.data)}")
+        if self.opcode == Opcode.REDUCE:
+            Op(self.op), Dtype(self.dtype)
+
+    @property
+    def vc(self) -> VC:
+        return opcode_vc(self.opcode)
+
+    def header(self) -> int:
+        return TL_HEADER.pack(opcode=self.opcode, length=self.length, status=self.status,
+                              tag=self.tag, dest=self.dest, src=self.src, op=self.op,
+                              dtype=self.dtype, chunk=self.chunk, addr=self.addr)
+
+    def beats(self) -> list[int]:
+        """The accelerator-port beats (``PORT_BEAT`` words) of this message."""
+        hdr = self.header()
+        n = data_slots(self.opcode, self.length)
+        if n == 0:
+            return [hdr << SLOT_BITS]
+        return [(hdr << SLOT_BITS) | int.from_bytes(self.data[16 * i:16 * i + 16], "little")
+                for i in range(n)]
+
+    @classmethod
+    def from_header(cls, hdr: int, data: bytes = b"") -> "Message":
+        f = TL_HEADER.unpack(hdr)
+        return cls(opcode=f["opcode"], length=f["length"], tag=f["tag"], dest=f["dest"],
+                   src=f["src"], addr=f["addr"], status=f["status"], op=f["op"],
+                   dtype=f["dtype"], chunk=f["chunk"], data=data)
+
+    @classmethod
+    def from_beats(cls, beats: list[int]) -> "Message":
+        hdr = beats[0] >> SLOT_BITS
+        f = TL_HEADER.unpack(hdr)
+        n = data_slots(f["opcode"], f["length"])
+        mask = (1 << SLOT_BITS) - 1
+        data = b"".join((b & mask).to_bytes(16, "little") for b in beats[:n]) if n else b""
+        if len(beats) != max(1, n):
+            raise ValueError(f"{len(beats)} beats for a message of {max(1, n)}")
+        return cls.from_header(hdr, data)
+
+    def with_src(self, src: int) -> "Message":
+        return replace(self, src=src)
+
+
+def message_slots(msg: Message) -> list[int]:
+    """Header slot then data slots (128-bit ints)."""
+    out = [msg.header()]
+    for i in range(data_slots(msg.opcode, msg.length)):
+        out.append(int.from_bytes(msg.data[16 * i:16 * i + 16], "little"))
+    return out
+
+
+def pack_tl(msgs: list[Message]) -> list[bytes]:
+    """Pack messages of ONE virtual channel back to back into 64-byte TL flits.
+
+    This is what the RTL packer produces when every beat is available (no idle): slots
+    follow each other and only the last TL flit is padded with zero (NULL) slots.
+    """
+    if len({m.vc for m in msgs}) > 1:
+        raise ValueError("pack_tl takes messages of one virtual channel")
+    slots = [s for m in msgs for s in message_slots(m)]
+    while len(slots) % SLOTS_PER_TL:
+        slots.append(0)
+    return [b"".join(s.to_bytes(16, "little") for s in slots[i:i + 4])
+            for i in range(0, len(slots), SLOTS_PER_TL)]
+
+
+def unpack_tl(flits: list[bytes]) -> list[Message]:
+    """Parse a VC's TL flit stream back into messages (NULL header slots skip the flit)."""
+    slots = [int.from_bytes(f[16 * i:16 * i + 16], "little") for f in flits for i in range(4)]
+    out, i = [], 0
+    while i < len(slots):
+        f = TL_HEADER.unpack(slots[i])
+        if f["opcode"] == Opcode.NULL:
+            i = (i // 4 + 1) * 4           # rest of this TL flit is padding
+            continue
+        n = data_slots(f["opcode"], f["length"])
+        if i + 1 + n > len(slots):
+            raise ValueError(f"message at slot {i} runs past the end of the flit stream")
+        data = b"".join(s.to_bytes(16, "little") for s in slots[i + 1:i + 1 + n])
+        out.append(Message.from_header(slots[i], data))
+        i += 1 + n
+    return out
+
+
+# -- CRC-32 --------------------------------------------------------------------------------
+
+def crc32(data: bytes) -> int:
+    """CRC-32/ISO-HDLC (reflected 0x04C11DB7, init and xorout 0xFFFFFFFF); check 0xCBF43926."""
+    return zlib.crc32(bytes(data)) & 0xFFFF_FFFF
+
+
+def crc32_unappend(n_zero_bytes: int = 4) -> tuple[list[int], int]:
+    """The affine map taking CRC(m ‖ 0^n) back to CRC(m), as (rows, constant).
+
+    The RTL computes the CRC over whole 128-bit slots, so at the trailer it has the CRC of
+    ``payload ‖ header ‖ 0000`` (CRC field zeroed); appending ``n`` zero bytes is an
+    invertible affine map ``z = P·r ⊕ k`` of the CRC ``r`` of the message alone. This returns
+    ``rows`` (32 ints: bit ``i`` of ``r`` is the parity of ``rows[i] & (z ⊕ const)``) and
+    ``const``. Generated from :func:`crc32` here, never typed in.
+    """
+    zeros = bytes(n_zero_bytes)
+
+    def extend(r):  # CRC of m‖0^n given r = CRC(m), via zlib's continuation
+        return zlib.crc32(zeros, r) & 0xFFFF_FFFF
+
+    k = extend(0)
+    cols = [extend(1 << i) ^ k for i in range(32)]  # P·e_i
+    # invert P over GF(2): Gaussian elimination on [P | I]
+    mat = [[(cols[j] >> i) & 1 for j in range(32)] + [int(i == j) for j in range(32)]
+           for i in range(32)]
+    for c in range(32):
+        piv = next(r for r in range(c, 32) if mat[r][c])
+        mat[c], mat[piv] = mat[piv], mat[c]
+        for r in range(32):
+            if r != c and mat[r][c]:
+                mat[r] = [a ^ b for a, b in zip(mat[r], mat[c])]
+    rows = [sum(mat[i][32 + j] << j for j in range(32)) for i in range(32)]
+    return rows, k
+
+
+def apply_unappend(z: int, rows: list[int], const: int) -> int:
+    v = z ^ const
+    return sum((bin(rows[i] & v).count("1") & 1) << i for i in range(32))
+
+
+def crc_syndromes(n_bits: int) -> np.ndarray:
+    """CRC change caused by flipping each of the first ``n_bits`` bits of a codeword.
+
+    For a codeword of ``n_bits`` bits (CRC field last), entry ``i`` is the 32-bit syndrome of a
+    single flip at bit ``i`` (bit order: byte by byte, LSB first, as transmitted). An error
+    pattern goes undetected iff the XOR of its syndromes is zero. Bits inside the CRC field
+    have unit syndromes.
+    """
+    if n_bits % 8 or n_bits < 40:
+        raise ValueError(f"n_bits={n_bits} must be a multiple of 8 and at least 40")
+    nbytes = n_bits // 8
+    msg_len = nbytes - 4
+    base = bytes(msg_len)
+    c0 = crc32(base)
+    syn = np.zeros(n_bits, dtype=np.uint32)
+    # linearity: syndrome(bit i in message) = crc(e_i) ^ crc(0); computed with a sliding
+    # register: crc of a single 1 bit at position i followed by zeros.
+    for i in range(msg_len * 8):
+        m = bytearray(msg_len)
+        m[i // 8] = 1 << (i % 8)
+        syn[i] = crc32(bytes(m)) ^ c0
+    for j in range(32):
+        syn[msg_len * 8 + j] = 1 << j
+    return syn
+
+
+# -- DL framing ---------------------------------------------------------------------------
+
+def dl_flit_slots(tl_per_dl: int) -> int:
+    """Slots of one DL flit on the wire."""
+    return SLOTS_PER_TL * tl_per_dl + 1
+
+
+def _check_tl_per_dl(tl_per_dl: int):
+    if not 1 <= int(tl_per_dl) <= MAX_TL_PER_DL:
+        raise ValueError(f"tl_per_dl={tl_per_dl} must be in 1..{MAX_TL_PER_DL}")
+
+
+@dataclass
+class DLHeader:
+    seq: int = 0
+    data: int = 0
+    n_tl: int = 0
+    vc: int = 0
+    ack: int = 0
+    nak: int = 0
+    init: int = 0
+    init_seen: int = 0
+    credit0: int = 0
+    credit1: int = 0
+
+    def pack(self) -> int:
+        return DL_HEADER.pack(seq=self.seq, data=self.data, n_tl=self.n_tl, vc=self.vc,
+                              ack=self.ack, nak=self.nak, init=self.init,
+                              init_seen=self.init_seen, credit0=self.credit0,
+                              credit1=self.credit1)
+
+    @classmethod
+    def unpack(cls, word: int) -> "DLHeader":
+        f = DL_HEADER.unpack(word & ((1 << 96) - 1))
+        f.pop("rsvd")
+        return cls(**f)
+
+
+def dl_frame(tl_flits: list[tuple[int, bytes]], header: DLHeader, tl_per_dl: int) -> bytes:
+    """The exact bytes of one DL flit: TL flits, zero padding, DL header, CRC-32.
+
+    ``tl_flits`` is a list of ``(vc, 64 bytes)``; ``header.n_tl``/``header.vc``/
+    ``header.data`` are filled in from it.
+    """
+    _check_tl_per_dl(tl_per_dl)
+    if len(tl_flits) > tl_per_dl:
+        raise ValueError(f"{len(tl_flits)} TL flits do not fit tl_per_dl={tl_per_dl}")
+    body = bytearray()
+    vc_bits = 0
+    for j, (vc, flit) in enumerate(tl_flits):
+        if len(flit) != TL_BYTES:
+            raise ValueError(f"TL flit {j} is {len(flit)} bytes, not {TL_BYTES}")
+        body += flit
+        vc_bits |= (int(vc) & 1) << j
+    body += bytes(TL_BYTES * (tl_per_dl - len(tl_flits)))
+    h = replace(header, n_tl=len(tl_flits), vc=vc_bits, data=int(bool(tl_flits)))
+    if not tl_flits:
+        h.seq = 0
+    body += h.pack().to_bytes(12, "little")
+    return bytes(body) + crc32(body).to_bytes(4, "little")
+
+
+def dl_parse(flit: bytes, tl_per_dl: int) -> tuple[bool, DLHeader, list[tuple[int, bytes]]]:
+    """Check and split one DL flit: ``(crc_ok, header, [(vc, tl_flit), ...])``."""
+    _check_tl_per_dl(tl_per_dl)
+    n = dl_flit_slots(tl_per_dl) * SLOT_BYTES
+    if len(flit) != n:
+        raise ValueError(f"DL flit is {len(flit)} bytes, not {n} for tl_per_dl={tl_per_dl}")
+    ok = crc32(flit[:-4]) == int.from_bytes(flit[-4:], "little")
+    h = DLHeader.unpack(int.from_bytes(flit[-16:-4], "little"))
+    tls = [((h.vc >> j) & 1, flit[TL_BYTES * j:TL_BYTES * (j + 1)])
+           for j in range(min(h.n_tl, tl_per_dl))]
+    return ok, h, tls
+
+
+def flit_to_slots(flit: bytes) -> list[int]:
+    return [int.from_bytes(flit[i:i + 16], "little") for i in range(0, len(flit), 16)]
+
+
+def slots_to_flit(slots: list[int]) -> bytes:
+    return b"".join(int(s).to_bytes(16, "little") for s in slots)
+
+
+# -- parameters shared with the RTL -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class LinkParams:
+    """The chiplet's parameters (same names as the RTL block ``chiplet``)."""
+    tl_per_dl: int = 4
+    replay_depth: int = 8
+    rx_credits: int = 16
+    replay_timeout: int = 0     # 0: derived (see :meth:`timeout`)
+    close_timeout: int = 8
+
+    def __post_init__(self):
+        _check_tl_per_dl(self.tl_per_dl)
+        d = self.replay_depth
+        if d < 2 or d > 64 or d & (d - 1):
+            raise ValueError(f"replay_depth={d} must be a power of two in 2..64")
+        if not 1 <= self.rx_credits <= 1024:
+            raise ValueError(f"rx_credits={self.rx_credits} must be in 1..1024")
+        if self.replay_timeout < 0 or self.replay_timeout >= 1 << 16:
+            raise ValueError(f"replay_timeout={self.replay_timeout} must be in 0..65535")
+        if not 1 <= self.close_timeout <= 255:
+            raise ValueError(f"close_timeout={self.close_timeout} must be in 1..255")
+
+    @property
+    def flit_slots(self) -> int:
+        return dl_flit_slots(self.tl_per_dl)
+
+    @property
+    def timeout(self) -> int:
+        """Replay timeout in cycles: ``replay_timeout`` or, if 0, 8 DL flit times + 64."""
+        return self.replay_timeout or 8 * self.flit_slots + 64
+
+
+# -- transaction-level link model (scoreboards) ---------------------------------------------
+
+class MemoryModel:
+    """The completer behind a chiplet: byte memory, int32 atomics, reads.
+
+    ``respond(msg)`` returns the response Message a completer sends for a request (None for
+    posted MULTICAST/REDUCE), updating memory. Addresses are taken modulo ``size``.
+    """
+
+    def __init__(self, node: int, size: int = 1 << 16):
+        self.node = node
+        self.size = size
+        self.mem = np.zeros(size, dtype=np.uint8)
+
+    def _span(self, addr, n):
+        a = addr % self.size
+        return (np.arange(n) + a) % self.size
+
+    def respond(self, msg: Message) -> Message | None:
+        op = Opcode(msg.opcode)
+        n = LENGTHS[msg.length]
+        idx = self._span(msg.addr, n)
+        if op == Opcode.WRITE:
+            self.mem[idx] = np.frombuffer(msg.data, dtype=np.uint8)
+            return Message(Opcode.WRITE_ACK, msg.length, msg.tag, msg.src, self.node)
+        if op == Opcode.READ:
+            return Message(Opcode.READ_CPL, msg.length, msg.tag, msg.src, self.node,
+                           data=self.mem[idx].tobytes())
+        if op == Opcode.ATOMIC_ADD:
+            cur = self.mem[idx].copy().view("<i4")
+            add = np.frombuffer(msg.data, dtype="<i4")
+            self.mem[idx] = (cur + add).astype("<i4").view(np.uint8)
+            return Message(Opcode.ATOMIC_ACK, msg.length, msg.tag, msg.src, self.node)
+        return None
+
+
+def random_message(rng: np.random.Generator, opcodes=None, tag: int = 0, dest: int = 0,
+                   src: int = 0) -> Message:
+    """A random request (or response if a response opcode is drawn)."""
+    ops = list(opcodes or [Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD, Opcode.MULTICAST,
+                           Opcode.REDUCE])
+    op = Opcode(ops[int(rng.integers(len(ops)))])
+    length = int(rng.integers(4))
+    n = data_slots(op, length) * SLOT_BYTES
+    kw = {}
+    if op == Opcode.REDUCE:
+        kw = dict(op=int(rng.integers(3)), dtype=int(rng.integers(5)),
+                  chunk=int(rng.integers(1 << CHUNK_BITS)))
+    if op >= Opcode.READ_CPL:
+        kw["status"] = int(rng.integers(3))
+    return Message(op, length, tag, dest, src, int(rng.integers(1 << ADDR_BITS)),
+                   data=rng.bytes(n), **kw)
+
+
+# -- vectors ----------------------------------------------------------------------------------
+
+def _vectors_flit(params: dict, seed: int, count: int) -> dict:
+    known = {"tl_per_dl", "vc"}
+    for k in params:
+        if k not in known:
+            raise ValueError(f"unknown parameter {k!r} (known: {', '.join(sorted(known))})")
+    try:
+        tl_per_dl = int(params.get("tl_per_dl", 4))
+        vc = int(params.get("vc", 0))
+    except ValueError as exc:
+        raise ValueError(f"bad parameter value: {exc}") from None
+    _check_tl_per_dl(tl_per_dl)
+    if vc not in (0, 1):
+        raise ValueError(f"vc={vc} must be 0 (requests) or 1 (responses)")
+    rng = np.random.default_rng(seed)
+    out = []
+    seq = 0
+    for _ in range(count):
+        ops = None if vc == 0 else [Opcode.READ_CPL, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK]
+        msgs, tls = [], []
+        while True:
+            m = random_message(rng, ops, tag=int(rng.integers(256)),
+                               dest=int(rng.integers(256)), src=int(rng.integers(256)))
+            cand = pack_tl(msgs + [m])
+            if len(cand) > tl_per_dl:
+                break
+            msgs.append(m)
+            tls = cand
+            if rng.random() < 0.3:
+                break
+        hdr = DLHeader(seq=seq, ack=int(rng.integers(1 << SEQ_BITS)),
+                       credit0=int(rng.integers(1 << CREDIT_BITS)),
+                       credit1=int(rng.integers(1 << CREDIT_BITS)))
+        flit = dl_frame([(vc, t) for t in tls], hdr, tl_per_dl)
+        out.append({
+            "messages": [{"opcode": Opcode(m.opcode).name, "length": LENGTHS[m.length],
+                          "tag": m.tag, "dest": m.dest, "src": m.src, "addr": m.addr,
+                          "data": m.data.hex()} for m in msgs],
+            "tl_flits": [t.hex() for t in tls],
+            "dl_flit": flit.hex(),
+            "crc": f"{int.from_bytes(flit[-4:], 'little'):#010x}",
+        })
+        seq = (seq + 1) % (1 << SEQ_BITS)
+    return {"params": {"tl_per_dl": tl_per_dl, "vc": vc}, "vectors": out}
+
+
+VECTORS = {"flit": _vectors_flit}
