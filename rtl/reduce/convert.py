@@ -1,0 +1,153 @@
+"""fp16/bf16 ↔ fp32 conversion (IEEE 754-2019 §5.4.2 formatOf-convert), combinational.
+
+Widening is exact (fp16 subnormals are normalized, bf16 is the top half of fp32).
+Narrowing rounds to nearest, ties to even, keeps subnormals, overflows to infinity and
+returns the canonical quiet NaN (:data:`sim.layouts.CANONICAL_QNAN`) for any NaN.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from sim.layouts import CANONICAL_QNAN, Dtype
+
+__all__ = ["FORMATS", "Widen", "Narrow"]
+
+#: (exponent bits, fraction bits) of the narrow float formats.
+FORMATS = {Dtype.FP16: (5, 10), Dtype.BF16: (8, 7)}
+
+
+def _check(dtype):
+    try:
+        dtype = Dtype(dtype)
+    except ValueError:
+        raise ValueError(f"dtype={dtype!r} is not a Dtype code") from None
+    if dtype not in FORMATS:
+        raise ValueError(f"dtype={dtype.name} is not FP16 or BF16")
+    return dtype
+
+
+class Widen(wiring.Component):
+    """fp16 or bf16 → fp32, exact (combinational).
+
+    Parameters
+    ----------
+    dtype : Dtype
+        ``Dtype.FP16`` or ``Dtype.BF16``.
+
+    Members
+    -------
+    a : In(16)
+        Narrow bit pattern.
+    y : Out(32)
+        fp32 bit pattern of the same value (a NaN stays a NaN, payload shifted up).
+
+    Timing
+    ------
+    Combinational, no state.
+    """
+
+    def __init__(self, dtype):
+        self.dtype = _check(dtype)
+        super().__init__({"a": In(16), "y": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        E, M = FORMATS[self.dtype]
+        a, y = self.a, self.y
+        if E == 8:                      # bf16: the top half of an fp32
+            m.d.comb += y.eq(Cat(Const(0, 16), a))
+            return m
+        bias = (1 << (E - 1)) - 1
+        s, e, f = a[15], a[M:M + E], a[:M]
+        frac_hi = Cat(Const(0, 23 - M), f)
+        with m.If(e == (1 << E) - 1):
+            m.d.comb += y.eq(Cat(frac_hi, Const(0xFF, 8), s))
+        with m.Elif(e != 0):
+            m.d.comb += y.eq(Cat(frac_hi, (e + (127 - bias))[:8], s))
+        with m.Elif(f == 0):
+            m.d.comb += y.eq(Cat(Const(0, 31), s))
+        with m.Else():
+            # subnormal: value = f * 2^(1-bias-M); MSB of f at position p
+            p = Signal(range(M))
+            for i in range(M):
+                with m.If(f[i]):
+                    m.d.comb += p.eq(i)
+            shamt = Signal(range(24))
+            m.d.comb += shamt.eq(23 - p)
+            norm = Signal(23)
+            m.d.comb += norm.eq((f << shamt)[:23])     # drops the leading one
+            m.d.comb += y.eq(Cat(norm, (p + (1 - bias - M + 127))[:8], s))
+        return m
+
+
+class Narrow(wiring.Component):
+    """fp32 → fp16 or bf16, round to nearest even (combinational).
+
+    Parameters
+    ----------
+    dtype : Dtype
+        ``Dtype.FP16`` or ``Dtype.BF16``.
+
+    Members
+    -------
+    a : In(32)
+        fp32 bit pattern.
+    y : Out(16)
+        Rounded narrow bit pattern: RNE, subnormals kept, overflow → ±inf, NaN → canonical
+        quiet NaN.
+
+    Timing
+    ------
+    Combinational, no state.
+    """
+
+    def __init__(self, dtype):
+        self.dtype = _check(dtype)
+        super().__init__({"a": In(32), "y": Out(16)})
+
+    def elaborate(self, platform):
+        m = Module()
+        E, M = FORMATS[self.dtype]
+        bias = (1 << (E - 1)) - 1
+        a, y = self.a, self.y
+        s, e, f = a[31], a[23:31], a[:23]
+        base = 23 - M                                   # fraction bits dropped when normal
+        sig = Signal(24)
+        m.d.comb += sig.eq(Cat(f, e != 0))
+        e1 = Mux(e == 0, 1, e)
+        te = Signal(signed(10))                         # target biased exponent
+        m.d.comb += te.eq(e1 - 127 + bias)
+        # extra right shift for results below the normal range, capped (all bits sticky)
+        extra = Signal(range(26))
+        with m.If(te >= 1):
+            m.d.comb += extra.eq(0)
+        with m.Elif(te < 1 - (25 - base)):
+            m.d.comb += extra.eq(25 - base)
+        with m.Else():
+            m.d.comb += extra.eq((1 - te)[:5])
+        sh = Signal(range(26))
+        m.d.comb += sh.eq(base + extra)
+        q = Signal(24)
+        rem = Signal(24)
+        m.d.comb += [q.eq(sig >> sh), rem.eq(sig - (q << sh)[:24])]
+        half = Signal(25)
+        m.d.comb += half.eq((Const(1, 25) << sh) >> 1)
+        guard = (rem & half[:24]) != 0
+        sticky = (rem & (half[:24] - 1)[:24]) != 0
+        up = guard & (sticky | q[0])
+        exp_part = Signal(unsigned(10))
+        m.d.comb += exp_part.eq(Mux(te >= 1, te - 1, 0))
+        field = Signal(20)
+        m.d.comb += field.eq((exp_part << M) + q + up)
+        inf_field = ((1 << E) - 1) << M
+        nan = (e == 0xFF) & (f != 0)
+        with m.If(nan):
+            m.d.comb += y.eq(CANONICAL_QNAN[self.dtype])
+        with m.Elif((e == 0xFF) | (field >= inf_field)):
+            m.d.comb += y.eq(Cat(Const(inf_field, 15), s))
+        with m.Else():
+            m.d.comb += y.eq(Cat(field[:15], s))
+        return m

@@ -1,0 +1,78 @@
+"""Minimum and maximum of two values of one dtype (combinational)."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from sim.layouts import CANONICAL_QNAN, DTYPE_BITS, Dtype
+
+__all__ = ["MinMax", "order_key"]
+
+_EXP = {Dtype.FP32: (8, 23), Dtype.FP16: (5, 10), Dtype.BF16: (8, 7)}
+
+
+def order_key(v, dtype):
+    """An unsigned key whose order is the value order of ``v``: floats map sign-magnitude
+    to a biased integer (so ``-0 < +0``), INT32 flips the sign bit, UINT32 is itself."""
+    w = DTYPE_BITS[dtype]
+    if dtype == Dtype.UINT32:
+        return v
+    if dtype == Dtype.INT32:
+        return Cat(v[:w - 1], ~v[w - 1])
+    return Mux(v[w - 1], ~v, Cat(v[:w - 1], 1))
+
+
+class MinMax(wiring.Component):
+    """``min(a, b)`` or ``max(a, b)`` of one dtype.
+
+    Floats (IEEE 754 binary32, binary16, bfloat16) are ordered totally with ``-0 < +0``
+    (so ``min(+0, -0) = -0`` and ``max(+0, -0) = +0``; IEEE 754-2019 §9.6 minimum/maximum
+    order zeros the same way); a NaN in either operand gives the canonical quiet NaN.
+    INT32 compares signed, UINT32 unsigned.
+
+    Parameters
+    ----------
+    dtype : Dtype
+        Element type (fixes the width: 32 or 16 bits).
+
+    Members
+    -------
+    a, b : In(width)
+    max : In(1)
+        0: minimum, 1: maximum.
+    y : Out(width)
+
+    Timing
+    ------
+    Combinational, no state.
+    """
+
+    def __init__(self, dtype):
+        try:
+            self.dtype = Dtype(dtype)
+        except ValueError:
+            raise ValueError(f"dtype={dtype!r} is not a Dtype code") from None
+        self.width = DTYPE_BITS[self.dtype]
+        super().__init__({"a": In(self.width), "b": In(self.width), "max": In(1),
+                          "y": Out(self.width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        a, b = self.a, self.b
+        ka, kb = Signal(self.width), Signal(self.width)
+        m.d.comb += [ka.eq(order_key(a, self.dtype)), kb.eq(order_key(b, self.dtype))]
+        a_less = ka < kb
+        pick_a = Mux(self.max, ~a_less, a_less)
+        m.d.comb += self.y.eq(Mux(pick_a, a, b))
+        if self.dtype in _EXP:
+            e, f = _EXP[self.dtype]
+            w = self.width
+
+            def is_nan(v):
+                return (v[f:w - 1] == (1 << e) - 1) & (v[:f] != 0)
+
+            with m.If(is_nan(a) | is_nan(b)):
+                m.d.comb += self.y.eq(CANONICAL_QNAN[self.dtype])
+        return m
