@@ -44,6 +44,13 @@ def setup(sim: str) -> None:
         vbin = str(root / "bin")
         path = [vbin] + [p for p in path if p != vbin]
         os.environ.setdefault("VLT_VERSION", "5.049")
+        # The wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I, so designs big enough
+        # for split (parallel) builds pass the precompiled header as a bare file and fail
+        # ("Vtop__pch.h.fast: linker input file not found"). A MAKEFLAGS variable overrides
+        # the makefile's own assignment.
+        flags = os.environ.get("MAKEFLAGS", "")
+        if "CFG_CXXFLAGS_PCH_I" not in flags:
+            os.environ["MAKEFLAGS"] = (flags + " CFG_CXXFLAGS_PCH_I=-include").strip()
     os.environ["PATH"] = os.pathsep.join(path)
     if sim == "icarus" and not shutil.which("iverilog"):
         raise ToolchainError(
