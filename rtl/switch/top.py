@@ -1,0 +1,271 @@
+"""The switch top: ingress routing and multicast replication, VOQs, iSLIP, crossbar,
+credit-based output buffers, counters. The cycle-level contract is docs/switch.md."""
+
+from __future__ import annotations
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from rtl.blocks import Block, Param
+from sim.layouts import GROUP_BITS, Kind, switch_flit
+
+from .group_table import GroupTable, config_layout
+from .islip import ISLIPAllocator, lowest_bit, max_iterations
+from .voq import InputQueue, onehot_index
+
+__all__ = ["Switch", "STATS", "stats_layout", "BLOCKS"]
+
+#: Per-port counters, LSB first, 32 bits each (``o_stats[p]``).
+STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_group",
+         "drop_kind")
+
+
+def stats_layout() -> data.StructLayout:
+    return data.StructLayout({name: 32 for name in STATS})
+
+
+class Switch(wiring.Component):
+    """An ``n_ports`` crossbar: VOQ (or FIFO) input queues, iSLIP, credits, multicast.
+
+    Parameters
+    ----------
+    n_ports : int
+        Ports, 2 … 256.
+    data_width : int
+        Bits of ``data`` per flit (``sim.layouts.switch_flit``).
+    depth : int
+        Flits per VOQ (power of two); FIFO mode: the input FIFO holds ``n_ports * depth``.
+    iterations : int
+        iSLIP rounds per cycle, 1 … ``max(1, ceil(log2 n_ports))``.
+    mode : str
+        ``"voq"`` (virtual output queues) or ``"fifo"`` (head-of-line blocking baseline).
+    out_depth : int
+        Output buffer slots = credits per output (>= 2 sustains line rate).
+    n_groups : int
+        Group-table entries (multicast and reduction groups).
+    reduce : bool
+        Per-port reduction units (not yet available: ``True`` is rejected).
+
+    Members
+    -------
+    i_port : In(stream.Signature(switch_flit(data_width).layout())).array(n_ports)
+        Ingress; ``src`` is overwritten with the port index.
+    o_port : Out(stream.Signature(switch_flit(data_width).layout())).array(n_ports)
+        Egress.
+    i_config : In(stream.Signature(config_layout(n_ports)))
+        Group-table writes, always ready.
+    o_credit : Out(range(out_depth + 1)).array(n_ports)
+        Credits held for each output (``out_depth`` when the switch is idle).
+    o_stats : Out(stats_layout()).array(n_ports)
+        Counters per port, see :data:`STATS`.
+    o_config_drops : Out(32)
+        Configuration writes to a group >= ``n_groups``.
+
+    Timing
+    ------
+    Input handshake in cycle t → ``o_port`` valid in t+2 without contention (VOQ write,
+    then request/grant/transfer, then the output buffer). One flit per cycle per input and
+    per output; a multicast flit to k members is accepted after k cycles (one copy per
+    cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
+    fills the credits, clears pointers, the group table and the counters.
+    """
+
+    def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
+                 iterations: int | None = None, mode: str = "voq", out_depth: int = 4,
+                 n_groups: int = 16, reduce: bool = False):
+        if not isinstance(n_ports, int) or not 2 <= n_ports <= 256:
+            raise ValueError(f"n_ports={n_ports!r} must be an integer in 2..256")
+        if not isinstance(data_width, int) or data_width < 1:
+            raise ValueError(f"data_width={data_width!r} must be a positive integer")
+        if not isinstance(depth, int) or depth < 1 or depth & (depth - 1):
+            raise ValueError(f"depth={depth!r} must be a power of two >= 1")
+        top = max_iterations(n_ports)
+        if iterations is None or iterations == 0:
+            iterations = min(3, top)
+        if not isinstance(iterations, int) or not 1 <= iterations <= top:
+            raise ValueError(f"iterations={iterations!r} must be in 1..{top} "
+                             f"for n_ports={n_ports}")
+        if mode not in ("voq", "fifo"):
+            raise ValueError(f"mode={mode!r} is not 'voq' or 'fifo'")
+        if not isinstance(out_depth, int) or out_depth < 1:
+            raise ValueError(f"out_depth={out_depth!r} must be a positive integer")
+        if not isinstance(n_groups, int) or not 1 <= n_groups <= 1 << GROUP_BITS:
+            raise ValueError(f"n_groups={n_groups!r} must be in 1..{1 << GROUP_BITS}")
+        if reduce:
+            raise ValueError("reduce=True: the reduction units are not integrated yet")
+        self.n_ports = n_ports
+        self.data_width = data_width
+        self.depth = depth
+        self.iterations = iterations
+        self.mode = mode
+        self.out_depth = out_depth
+        self.n_groups = n_groups
+        self.reduce = reduce
+        self.flit = switch_flit(data_width)
+        layout = self.flit.layout()
+        super().__init__({
+            "i_port": In(stream.Signature(layout)).array(n_ports),
+            "o_port": Out(stream.Signature(layout)).array(n_ports),
+            "i_config": In(stream.Signature(config_layout(n_ports))),
+            "o_credit": Out(range(out_depth + 1)).array(n_ports),
+            "o_stats": Out(stats_layout()).array(n_ports),
+            "o_config_drops": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.n_ports
+        fw = self.flit.width
+        layout = self.flit.layout()
+        voq = self.mode == "voq"
+        qwidth = fw if voq else fw + n          # FIFO mode stores the target mask too
+
+        m.submodules.table = table = GroupTable(n, self.n_groups, n)
+        wiring.connect(m, wiring.flipped(self.i_config), table.i_config)
+        m.d.comb += self.o_config_drops.eq(table.o_config_drops)
+        m.submodules.alloc = alloc = ISLIPAllocator(n, self.iterations)
+
+        queues = []
+        for i in range(n):
+            q = InputQueue(n, qwidth, self.depth, self.mode)
+            m.submodules[f"queue{i}"] = q
+            queues.append(q)
+
+        credit = [Signal(range(self.out_depth + 1), init=self.out_depth, name=f"credit{o}")
+                  for o in range(n)]
+        lock_v = [Signal(name=f"lock_v{o}") for o in range(n)]
+        lock_in = [Signal(range(n), name=f"lock_in{o}") for o in range(n)]
+
+        # ---- ingress: routing, drops, replication ------------------------------------
+        for i in range(n):
+            port = self.i_port[i]
+            q = queues[i]
+            st = self.o_stats[i]
+            flit = Signal(layout, name=f"in_flit{i}")
+            m.d.comb += [flit.eq(port.payload), flit.src.eq(i)]
+            kind, dest = port.payload.kind, port.payload.dest
+            m.d.comb += table.i_group[i].eq(dest[:GROUP_BITS])
+            entry = table.o_entry[i]
+
+            target = Signal(n, name=f"target{i}")
+            drop_dest = Signal(name=f"drop_dest{i}")
+            drop_group = Signal(name=f"drop_group{i}")
+            drop_kind = Signal(name=f"drop_kind{i}")
+            with m.Switch(kind):
+                with m.Case(Kind.UNICAST):
+                    m.d.comb += [target.eq(Cat(dest == o for o in range(n))),
+                                 drop_dest.eq(dest >= n)]
+                with m.Case(Kind.MULTICAST):
+                    m.d.comb += [target.eq(entry.members),
+                                 drop_group.eq((dest >= self.n_groups) | ~entry.valid
+                                               | (entry.members == 0))]
+                with m.Default():
+                    m.d.comb += drop_kind.eq(1)
+            drop = Signal(name=f"drop{i}")
+            m.d.comb += drop.eq(drop_dest | drop_group | drop_kind)
+
+            if voq:
+                done = Signal(n, name=f"done{i}")
+                rem = Signal(n, name=f"rem{i}")
+                pick = Signal(n, name=f"pick{i}")
+                m.d.comb += [rem.eq(target & ~done), pick.eq(lowest_bit(rem, n))]
+                write = port.valid & ~drop & (pick & q.o_notfull).any()
+                last_copy = rem == pick
+                m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(pick), q.i_wdata.eq(flit),
+                             port.ready.eq(drop | (write & last_copy))]
+                with m.If(write):
+                    m.d.sync += done.eq(Mux(last_copy, 0, done | pick))
+            else:
+                write = port.valid & ~drop & q.o_notfull[0]
+                m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(0),
+                             q.i_wdata.eq(Cat(flit.as_value(), target)),
+                             port.ready.eq(drop | write)]
+
+            with m.If(port.valid & port.ready):
+                m.d.sync += [st.flits_in.eq(st.flits_in + ~drop),
+                             st.drop_dest.eq(st.drop_dest + drop_dest),
+                             st.drop_group.eq(st.drop_group + drop_group),
+                             st.drop_kind.eq(st.drop_kind + drop_kind)]
+            with m.If(port.valid & ~port.ready):
+                m.d.sync += st.in_stalls.eq(st.in_stalls + 1)
+
+        # ---- requests --------------------------------------------------------------
+        credit_ok = Cat(c != 0 for c in credit)
+        hdone = []
+        head_target = []
+        for i in range(n):
+            q = queues[i]
+            lock_ok = Cat(~lock_v[o] | (lock_in[o] == i) for o in range(n))
+            if voq:
+                avail = q.o_nonempty
+            else:
+                hd = Signal(n, name=f"hdone{i}")
+                ht = Signal(n, name=f"head_target{i}")
+                m.d.comb += ht.eq(q.o_rdata[fw:])
+                hdone.append(hd)
+                head_target.append(ht)
+                avail = q.o_nonempty & ht & ~hd
+            m.d.comb += alloc.i_req[i].eq(avail & credit_ok & lock_ok)
+
+        # ---- crossbar transfer -------------------------------------------------------
+        heads = []
+        for i in range(n):
+            q = queues[i]
+            match = alloc.o_match[i]
+            head = Signal(layout, name=f"head{i}")
+            m.d.comb += [head.eq(q.o_rdata[:fw]), q.i_rsel.eq(match)]
+            heads.append(head)
+            if voq:
+                m.d.comb += q.i_pop.eq(match.any())
+            else:
+                rem = head_target[i] & ~hdone[i]
+                final = rem == match
+                m.d.comb += q.i_pop.eq(match.any() & final)
+                with m.If(match.any()):
+                    m.d.sync += hdone[i].eq(Mux(final, 0, hdone[i] | match))
+
+        head_arr = Array(heads)
+        for o in range(n):
+            port = self.o_port[o]
+            st = self.o_stats[o]
+            ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
+            m.submodules[f"out{o}"] = ob
+            grant = alloc.o_grant[o]
+            sel = onehot_index(grant, n)
+            xfer = grant.any()
+            moved = Signal(layout, name=f"xbar{o}")
+            m.d.comb += [moved.eq(head_arr[sel]), ob.w_en.eq(xfer), ob.w_data.eq(moved),
+                         port.valid.eq(ob.r_rdy), port.payload.eq(ob.r_data),
+                         ob.r_en.eq(port.ready)]
+            with m.If(xfer & (moved.kind == Kind.UNICAST)):
+                m.d.sync += [lock_v[o].eq(~moved.last), lock_in[o].eq(sel)]
+            out_hs = port.valid & port.ready
+            m.d.sync += credit[o].eq(credit[o] - xfer + out_hs)
+            m.d.comb += self.o_credit[o].eq(credit[o])
+            with m.If(out_hs):
+                m.d.sync += st.flits_out.eq(st.flits_out + 1)
+            with m.If(port.valid & ~port.ready):
+                m.d.sync += st.out_stalls.eq(st.out_stalls + 1)
+        return m
+
+
+def _build(n_ports, data_width, depth, iterations, mode, out_depth, n_groups, reduce):
+    return Switch(n_ports=n_ports, data_width=data_width, depth=depth,
+                  iterations=iterations or None, mode=mode, out_depth=out_depth,
+                  n_groups=n_groups, reduce=reduce)
+
+
+BLOCKS = [
+    Block("switch", _build, doc="VOQ + iSLIP crossbar with credits and multicast "
+          "(docs/switch.md)", params=[
+              Param("n_ports", int, 4, "ports (2..256; tested 2, 3, 4, 8; lint to 72)"),
+              Param("data_width", int, 64, "data bits per flit"),
+              Param("depth", int, 16, "flits per VOQ (power of two)"),
+              Param("iterations", int, 0, "iSLIP rounds, 1..ceil(log2 n); 0 = min(3, max)"),
+              Param("mode", str, "voq", "input queueing", choices=("voq", "fifo")),
+              Param("out_depth", int, 4, "output buffer slots = credits per output"),
+              Param("n_groups", int, 16, "group-table entries (1..256)"),
+              Param("reduce", bool, False, "per-port reduction units (not yet integrated)"),
+          ]),
+]

@@ -1,0 +1,122 @@
+"""Input queues of one switch port: virtual output queues, or one FIFO (HOL baseline)."""
+
+from __future__ import annotations
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["InputQueue", "onehot_index"]
+
+
+def onehot_index(onehot, n: int):
+    """Index of the set bit of a one-hot ``n``-bit value (0 when zero), an OR tree."""
+    bits = max(1, (n - 1).bit_length())
+    return Cat(Cat(onehot[o] for o in range(n) if (o >> b) & 1).any()
+               if any((o >> b) & 1 for o in range(n)) else Const(0, 1)
+               for b in range(bits))
+
+
+class InputQueue(wiring.Component):
+    """The flit store of one input: ``n_ports`` VOQs of ``depth`` flits, or one FIFO.
+
+    Parameters
+    ----------
+    n_ports : int
+        Outputs of the switch (one VOQ each).
+    width : int
+        Bits per stored word.
+    depth : int
+        Flits per VOQ, a power of two. In FIFO mode the single queue holds
+        ``n_ports * depth`` words.
+    mode : str
+        ``"voq"`` or ``"fifo"``.
+
+    Members
+    -------
+    i_wen : In(1)
+        Write ``i_wdata`` this cycle (into VOQ ``i_wsel``; ``i_wsel`` ignored in FIFO mode).
+    i_wsel : In(n_ports)
+        One-hot VOQ to write.
+    i_wdata : In(width)
+    o_nonempty : Out(n_ports)
+        VOQ mode: bit o = VOQ o holds a flit. FIFO mode: all bits = the FIFO holds one.
+    o_notfull : Out(n_ports)
+        Same, for "has room for one more".
+    i_pop : In(1)
+        Pop the head of VOQ ``i_rsel`` (FIFO mode: of the FIFO) this cycle.
+    i_rsel : In(n_ports)
+        One-hot VOQ whose head ``o_rdata`` shows.
+    o_rdata : Out(width)
+        Head word of the selected VOQ (FIFO mode: of the FIFO), combinational.
+
+    Timing
+    ------
+    A word written in cycle t counts in ``o_nonempty`` from t+1; a pop in t frees its slot
+    in ``o_notfull`` from t+1 (both flags are functions of the registered pointers only).
+    One memory per input, one write port and one asynchronous read port.
+    Reset empties every queue.
+    """
+
+    def __init__(self, n_ports: int, width: int, depth: int, mode: str = "voq"):
+        if mode not in ("voq", "fifo"):
+            raise ValueError(f"mode={mode!r} is not 'voq' or 'fifo'")
+        if not isinstance(depth, int) or depth < 1 or depth & (depth - 1):
+            raise ValueError(f"depth={depth!r} must be a power of two >= 1")
+        self.n_ports = n_ports
+        self.width = width
+        self.depth = depth
+        self.mode = mode
+        super().__init__({
+            "i_wen": In(1), "i_wsel": In(n_ports), "i_wdata": In(width),
+            "o_nonempty": Out(n_ports), "o_notfull": Out(n_ports),
+            "i_pop": In(1), "i_rsel": In(n_ports), "o_rdata": Out(width),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, depth = self.n_ports, self.depth
+        ab = (depth - 1).bit_length()          # address bits within one VOQ
+        m.submodules.mem = mem = Memory(shape=self.width, depth=n * depth, init=[])
+        wp = mem.write_port()
+        rp = mem.read_port(domain="comb")
+        m.d.comb += [wp.data.eq(self.i_wdata), self.o_rdata.eq(rp.data)]
+
+        if self.mode == "voq":
+            wptr = [Signal(ab + 1, name=f"wptr{o}") for o in range(n)]
+            rptr = [Signal(ab + 1, name=f"rptr{o}") for o in range(n)]
+            for o in range(n):
+                m.d.comb += [
+                    self.o_nonempty[o].eq(wptr[o] != rptr[o]),
+                    self.o_notfull[o].eq((wptr[o] - rptr[o])[:ab + 1] != depth),
+                ]
+                with m.If(self.i_wen & self.i_wsel[o]):
+                    m.d.sync += wptr[o].eq(wptr[o] + 1)
+                with m.If(self.i_pop & self.i_rsel[o]):
+                    m.d.sync += rptr[o].eq(rptr[o] + 1)
+            widx = onehot_index(self.i_wsel, n)
+            ridx = onehot_index(self.i_rsel, n)
+            wsel_ptr = Array(wptr)[widx]
+            rsel_ptr = Array(rptr)[ridx]
+            m.d.comb += [
+                wp.addr.eq(Cat(wsel_ptr[:ab], widx)),
+                wp.en.eq(self.i_wen),
+                rp.addr.eq(Cat(rsel_ptr[:ab], ridx)),
+            ]
+        else:
+            cap = n * depth
+            w = Signal(range(cap))
+            r = Signal(range(cap))
+            count = Signal(range(cap + 1))
+            m.d.comb += [
+                self.o_nonempty.eq(Mux(count != 0, (1 << n) - 1, 0)),
+                self.o_notfull.eq(Mux(count != cap, (1 << n) - 1, 0)),
+                wp.addr.eq(w), wp.en.eq(self.i_wen), rp.addr.eq(r),
+            ]
+            with m.If(self.i_wen):
+                m.d.sync += w.eq(Mux(w == cap - 1, 0, w + 1))
+            with m.If(self.i_pop):
+                m.d.sync += r.eq(Mux(r == cap - 1, 0, r + 1))
+            m.d.sync += count.eq(count + self.i_wen - self.i_pop)
+        return m

@@ -1,0 +1,31 @@
+"""cocotb regressions of the switch on Icarus and Verilator (tb/switch/test_switch.py)."""
+
+import pytest
+
+from tb.common import runner
+
+CASES = [
+    # (sim, params)
+    ("icarus", {"n_ports": 2, "mode": "voq", "depth": 4}),
+    ("icarus", {"n_ports": 3, "mode": "voq", "depth": 2, "iterations": 2, "data_width": 16}),
+    ("icarus", {"n_ports": 4, "mode": "fifo", "depth": 2}),
+    ("icarus", {"n_ports": 4, "mode": "voq", "depth": 4, "out_depth": 2}),
+    ("verilator", {"n_ports": 3, "mode": "fifo", "depth": 1, "out_depth": 1}),
+    ("verilator", {"n_ports": 8, "mode": "voq", "depth": 8, "iterations": 3}),
+]
+
+
+def _id(case):
+    sim, p = case
+    extra = "".join(f"-{k}{v}" for k, v in p.items() if k not in ("n_ports", "mode"))
+    return f"{sim}-n{p['n_ports']}-{p['mode']}{extra}"
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_switch(case):
+    sim, params = case
+    packets = 40 if params["n_ports"] <= 4 else 25
+    result = runner.run("switch", "tb.switch.test_switch", params, sim=sim,
+                        test_args={"packets": packets})
+    assert result.tests and not result.failed

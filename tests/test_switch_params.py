@@ -1,0 +1,30 @@
+"""Switch parameters: validation errors name the bad value; the registered block builds."""
+
+import pytest
+
+from rtl.blocks import BlockError, get_block
+from rtl.switch.top import Switch
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"n_ports": 1}, "n_ports=1"),
+    ({"n_ports": 300}, "n_ports=300"),
+    ({"depth": 3}, "depth=3"),
+    ({"iterations": 3, "n_ports": 4}, "iterations=3"),
+    ({"mode": "crossbar"}, "mode='crossbar'"),
+    ({"out_depth": 0}, "out_depth=0"),
+    ({"n_groups": 0}, "n_groups=0"),
+    ({"data_width": 0}, "data_width=0"),
+    ({"reduce": True}, "reduce=True"),
+])
+def test_switch_rejects(kw, needle):
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
+        Switch(**kw)
+
+
+def test_switch_block_defaults():
+    b = get_block("switch")
+    sw = b.build(n_ports=3)
+    assert (sw.n_ports, sw.iterations, sw.mode) == (3, 2, "voq")
+    with pytest.raises(BlockError, match="mode"):
+        b.build(mode="x")
