@@ -1,0 +1,293 @@
+"""Run configuration of the fabric model: typed sections, TOML files and ``--set`` overrides.
+
+A run is described by five sections, each a dataclass whose fields carry a type, a default,
+a one-line doc and (where it applies) the valid choices or a range:
+
+``switch``
+    The switch microarchitecture, with the RTL's parameter names (``n_ports``, ``depth``,
+    ``iterations``, ``mode``, ...).
+``link``
+    The links between accelerators and switch ports (latency, credits, framing slots).
+``traffic``
+    The traffic pattern and its parameters.
+``run``
+    Cycles, warm-up, seed, batch, offered loads.
+``phys``
+    The physical mapping from flits per cycle to bytes per second.
+
+A TOML file holds any of the sections as tables (``[switch]``, ``[traffic]``...); a
+``--set section.key=value`` (or ``--set key=value`` when the key is unique) overrides one
+field. Every unknown section or key and every bad value raises :class:`ConfigError` with
+the valid names, choices or range, so the CLI can print it as one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ConfigError", "SwitchParams", "LinkParams", "TrafficParams", "RunParams", "PhysParams",
+    "Config", "PATTERNS", "load_config", "parse_loads",
+]
+
+
+class ConfigError(ValueError):
+    """A bad configuration key or value; the message names it and the valid choices."""
+
+
+PATTERNS = ("uniform", "permutation", "transpose", "hotspot", "bursty", "alltoall",
+            "moe_dispatch", "moe_combine", "ring", "trace")
+
+
+def _f(default, doc, *, choices=None, lo=None, hi=None):
+    return field(default=default, metadata={"doc": doc, "choices": choices, "lo": lo, "hi": hi})
+
+
+@dataclass
+class SwitchParams:
+    """The switch, with the RTL's parameter names and defaults (docs/switch.md)."""
+    n_ports: int = _f(4, "number of switch ports", lo=2, hi=256)
+    data_width: int = _f(64, "flit data bits (the RTL's data_width)", lo=1)
+    depth: int = _f(16, "flits per VOQ (fifo mode: the input FIFO holds n_ports*depth)",
+                    lo=1)
+    iterations: int = _f(0, "iSLIP rounds per cycle, 1..ceil(log2 n_ports); 0: min(3, max)",
+                         lo=0, hi=8)
+    mode: str = _f("voq", "input queueing: voq (VOQs + iSLIP) or fifo (one FIFO, HOL)",
+                   choices=("voq", "fifo"))
+    out_depth: int = _f(4, "output buffer slots = credits per output (>= 2 for line rate)",
+                        lo=1)
+    n_groups: int = _f(16, "group-table entries (multicast groups)", lo=1, hi=256)
+
+
+@dataclass
+class LinkParams:
+    """The link from each accelerator to its switch port, and from the port back."""
+    latency: int = _f(0, "one-way link latency in cycles (flit and credit each)", lo=0)
+    credits: int = _f(0, "credits per link direction = receive buffer slots "
+                         "(0: 2*latency+1, enough for line rate)", lo=0)
+    frame_period: int = _f(0, "one framing (idle) slot every N cycles on each link; 0: none",
+                           lo=0)
+
+
+@dataclass
+class TrafficParams:
+    """The traffic pattern (see sim/fabric/traffic.py)."""
+    pattern: str = _f("uniform", "traffic pattern", choices=PATTERNS)
+    packet_size: int = _f(1, "flits per packet", lo=1, hi=4096)
+    include_self: bool = _f(True, "uniform/hotspot may pick the source's own port "
+                                   "(the textbook uniform of Karol et al.)")
+    hotspot_ports: int = _f(1, "number of hot ports (ports 0..k-1)", lo=1)
+    hotspot_fraction: float = _f(0.2, "fraction of traffic sent to the hot ports", lo=0.0,
+                                 hi=1.0)
+    burst_length: float = _f(8.0, "bursty: mean on-period in packets", lo=1.0)
+    experts: int = _f(0, "MoE: number of experts (0: one per port)", lo=0)
+    topk: int = _f(2, "MoE: experts per token", lo=1)
+    zipf: float = _f(1.0, "MoE: Zipf exponent of expert popularity (0: uniform)", lo=0.0)
+    trace_file: str = _f("", "trace replay: CSV or JSONL with cycle,source,destination,size")
+
+
+@dataclass
+class RunParams:
+    """Run length, statistics windows, seeds and batch."""
+    cycles: int = _f(10_000, "sample-period cycles", lo=1)
+    warmup: int = _f(-1, "warm-up cycles before sampling (-1: cycles/4)", lo=-1)
+    drain: int = _f(-1, "max cycles after sampling to deliver sampled packets (-1: cycles)",
+                    lo=-1)
+    seed: int = _f(1, "random seed (every run prints it)", lo=0)
+    loads: str = _f("0.1:1.0:0.1", "offered loads START:STOP:STEP (inclusive) or a,b,c")
+    seeds: int = _f(1, "independent seeds per load (batch points = loads x seeds)", lo=1)
+    engine: str = _f("auto", "kernel: auto (numba if installed), numba or numpy",
+                     choices=("auto", "numba", "numpy"))
+    src_queue: int = _f(4096, "source queue per port in packets (overflow counted as "
+                              "source drops)", lo=1)
+
+
+@dataclass
+class PhysParams:
+    """Physical mapping: signalling, encoding and flits to bytes per second.
+
+    Defaults are the public NVLink 6 figures: 3.6 TB/s per accelerator (both directions),
+    i.e. 36 lanes x 400 Gb/s per direction.
+    """
+    lane_gbps: float = _f(400.0, "signalling rate per lane per direction, Gb/s", lo=0.0)
+    lanes: int = _f(36, "lanes per port per direction", lo=1)
+    encoding: str = _f("none", "line code overhead applied to the lane rate",
+                       choices=("none", "64b66b", "256b257b"))
+    align_markers: bool = _f(False, "IEEE 802.3 cl. 82 markers: 1 block in 16,384 per lane")
+    flit_bytes: int = _f(16, "bytes on the wire per flit (header included)", lo=1)
+    payload_bytes: int = _f(16, "payload bytes per flit (<= flit_bytes)", lo=1)
+
+
+SECTIONS = {"switch": SwitchParams, "link": LinkParams, "traffic": TrafficParams,
+            "run": RunParams, "phys": PhysParams}
+
+
+@dataclass
+class Config:
+    switch: SwitchParams = field(default_factory=SwitchParams)
+    link: LinkParams = field(default_factory=LinkParams)
+    traffic: TrafficParams = field(default_factory=TrafficParams)
+    run: RunParams = field(default_factory=RunParams)
+    phys: PhysParams = field(default_factory=PhysParams)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def set(self, key: str, value: Any) -> None:
+        """Set ``section.key`` (or a key unique across sections) from a value or string."""
+        section, name = _resolve_key(key)
+        obj = getattr(self, section)
+        setattr(obj, name, _coerce(section, name, value))
+
+    def validate(self) -> "Config":
+        for section in SECTIONS:
+            obj = getattr(self, section)
+            for f in dataclasses.fields(obj):
+                setattr(obj, f.name, _coerce(section, f.name, getattr(obj, f.name)))
+        if self.phys.payload_bytes > self.phys.flit_bytes:
+            raise ConfigError(f"phys.payload_bytes={self.phys.payload_bytes} exceeds "
+                              f"phys.flit_bytes={self.phys.flit_bytes}")
+        top = max_iterations(self.switch.n_ports)
+        if self.switch.iterations > top:
+            raise ConfigError(f"switch.iterations={self.switch.iterations} is above the "
+                              f"maximum {top} = ceil(log2 n_ports) for n_ports="
+                              f"{self.switch.n_ports}")
+        if self.traffic.hotspot_ports > self.switch.n_ports:
+            raise ConfigError(f"traffic.hotspot_ports={self.traffic.hotspot_ports} exceeds "
+                              f"switch.n_ports={self.switch.n_ports}")
+        if self.traffic.pattern == "trace" and not self.traffic.trace_file:
+            raise ConfigError("traffic.pattern=trace needs traffic.trace_file=FILE")
+        parse_loads(self.run.loads)
+        return self
+
+
+def max_iterations(n_ports: int) -> int:
+    """The RTL's bound on iSLIP rounds: ``max(1, ceil(log2 n_ports))``."""
+    return max(1, math.ceil(math.log2(n_ports)))
+
+
+def _all_keys() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for section, cls in SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            out.setdefault(f.name, []).append(section)
+    return out
+
+
+def _resolve_key(key: str) -> tuple[str, str]:
+    key = key.strip()
+    if "." in key:
+        section, name = key.split(".", 1)
+        if section not in SECTIONS:
+            raise ConfigError(f"unknown section {section!r} in {key!r} "
+                              f"(sections: {', '.join(SECTIONS)})")
+        names = [f.name for f in dataclasses.fields(SECTIONS[section])]
+        if name not in names:
+            raise ConfigError(f"unknown key {key!r} (keys of [{section}]: {', '.join(names)})")
+        return section, name
+    owners = _all_keys().get(key)
+    if not owners:
+        valid = ", ".join(f"{s}.{f.name}" for s, c in SECTIONS.items()
+                          for f in dataclasses.fields(c))
+        raise ConfigError(f"unknown key {key!r} (valid keys: {valid})")
+    if len(owners) > 1:
+        raise ConfigError(f"key {key!r} is ambiguous; write one of "
+                          f"{', '.join(f'{s}.{key}' for s in owners)}")
+    return owners[0], key
+
+
+def _coerce(section: str, name: str, value: Any) -> Any:
+    f = {f.name: f for f in dataclasses.fields(SECTIONS[section])}[name]
+    typ = type(f.default)
+    where = f"{section}.{name}"
+    try:
+        if typ is bool:
+            if isinstance(value, str):
+                low = value.strip().lower()
+                if low not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError
+                value = low in ("1", "true", "yes", "on")
+            elif not isinstance(value, (bool, int)):
+                raise ValueError
+            value = bool(value)
+        elif typ is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            value = int(str(value).replace("_", "")) if isinstance(value, str) else int(value)
+        elif typ is float:
+            if isinstance(value, bool):
+                raise ValueError
+            value = float(value)
+        else:
+            value = str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}={value!r} is not a valid {typ.__name__} "
+                          f"({f.metadata['doc']})") from None
+    md = f.metadata
+    if md["choices"] and value not in md["choices"]:
+        raise ConfigError(f"{where}={value!r} is not one of: {', '.join(md['choices'])}")
+    if md["lo"] is not None and value < md["lo"]:
+        raise ConfigError(f"{where}={value!r} is below the minimum {md['lo']} ({md['doc']})")
+    if md["hi"] is not None and value > md["hi"]:
+        raise ConfigError(f"{where}={value!r} is above the maximum {md['hi']} ({md['doc']})")
+    return value
+
+
+def parse_loads(text: str) -> list[float]:
+    """``"0.1:1.0:0.1"`` (inclusive) or ``"0.3,0.5"`` into a list of loads in (0, 1]."""
+    text = str(text).strip()
+    try:
+        if ":" in text:
+            parts = text.split(":")
+            if len(parts) != 3:
+                raise ValueError
+            start, stop, step = (float(p) for p in parts)
+            if step <= 0:
+                raise ConfigError(f"loads {text!r}: STEP must be positive")
+            n = int(round((stop - start) / step)) + 1
+            if n < 1:
+                raise ConfigError(f"loads {text!r}: STOP is below START")
+            loads = [round(start + k * step, 10) for k in range(n)]
+        else:
+            loads = [float(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise ConfigError(f"loads {text!r} is not START:STOP:STEP or a comma list") from None
+    if not loads:
+        raise ConfigError(f"loads {text!r} is empty")
+    for x in loads:
+        if not 0.0 < x <= 1.0:
+            raise ConfigError(f"load {x} in {text!r} is outside (0, 1]")
+    return loads
+
+
+def load_config(path: str | Path | None = None, sets: list[str] | None = None,
+                base: Config | None = None) -> Config:
+    """Read a TOML file (optional), apply ``KEY=VALUE`` overrides, validate."""
+    cfg = base if base is not None else Config()
+    if path:
+        p = Path(path)
+        try:
+            doc = tomllib.loads(p.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {str(p)!r} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+        for section, table in doc.items():
+            if section not in SECTIONS:
+                raise ConfigError(f"{p}: unknown section [{section}] "
+                                  f"(sections: {', '.join(SECTIONS)})")
+            if not isinstance(table, dict):
+                raise ConfigError(f"{p}: {section} must be a table [{section}]")
+            for key, value in table.items():
+                cfg.set(f"{section}.{key}", value)
+    for item in sets or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r} is not KEY=VALUE")
+        cfg.set(key, value.strip())
+    return cfg.validate()

@@ -1,0 +1,226 @@
+"""The fabric model's state and driver: a batch of independent switches plus links.
+
+:class:`Fabric` holds every register of ``batch`` switches (each with its links, source
+queues and statistics) as numpy arrays with a leading batch dimension, and advances them
+one chunk of cycles at a time through the kernel (:mod:`sim.fabric.kernel` compiled by
+numba, or the numpy-vectorized :mod:`sim.fabric.vkernel`). The rules are those of
+docs/switch.md, cycle for cycle; the link adds latency, credits and framing slots.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernel as _k
+from .config import LinkParams, SwitchParams, max_iterations
+
+__all__ = ["Fabric", "Departures", "engine_name"]
+
+
+def engine_name(requested: str = "auto") -> str:
+    """Resolve ``auto``/``numba``/``numpy`` to the kernel that will run."""
+    if requested == "auto":
+        return "numba" if _k.HAVE_NUMBA else "numpy"
+    if requested == "numba" and not _k.HAVE_NUMBA:
+        raise ValueError("engine=numba but numba is not installed (pip install numba), "
+                         "or use engine=numpy")
+    if requested not in ("numba", "numpy"):
+        raise ValueError(f"engine={requested!r} is not one of: auto, numba, numpy")
+    return requested
+
+
+class Departures:
+    """Every ``o_port`` handshake of a run: cycle, output, source port and flit fields."""
+
+    def __init__(self, t, o, src, info, b):
+        self.cycle = t
+        self.out = o
+        self.src = src
+        self.info = info
+        self.batch = b
+        f = {k: (info >> np.int64(off)) & np.int64((1 << w) - 1) for k, (off, w) in
+             _k.INFO.items()}
+        self.seq, self.flit, self.first, self.last = f["seq"], f["flit"], f["first"], f["last"]
+        self.kind, self.dest = f["kind"], f["dest"]
+
+    def __len__(self):
+        return int(self.cycle.size)
+
+    def rows(self, b: int = 0):
+        """``(cycle, out, src, seq, flit)`` tuples of batch point ``b``, in log order."""
+        m = self.batch == b
+        return list(zip(self.cycle[m].tolist(), self.out[m].tolist(), self.src[m].tolist(),
+                        self.seq[m].tolist(), self.flit[m].tolist()))
+
+
+class Fabric:
+    """``batch`` independent copies of one switch configuration with their links.
+
+    Parameters
+    ----------
+    switch : SwitchParams
+        Same names as the RTL (``n_ports``, ``depth``, ``iterations``, ``mode``,
+        ``out_depth``, ``n_groups``).
+    link : LinkParams
+        ``latency`` (cycles, each way), ``credits`` (0: ``2*latency+1``), ``frame_period``.
+    batch : int
+        Independent sweep points simulated together.
+    groups : dict[int, iterable of int]
+        Multicast group table (static for the run): group id -> member ports.
+    window : (int, int)
+        Sample period ``[w0, w1)`` of the statistics (cycles).
+    src_queue : int
+        Source-queue capacity per port, in packets (overflow is counted, never silent).
+    log : bool
+        Keep every departure (for the exactness check); ``log_capacity`` entries.
+    engine : str
+        ``auto``, ``numba`` or ``numpy``.
+    """
+
+    HIST = 1 << 16
+
+    def __init__(self, switch: SwitchParams, link: LinkParams | None = None, batch: int = 1,
+                 *, groups: dict | None = None, window: tuple[int, int] = (0, 1 << 62),
+                 src_queue: int = 4096, log: bool = False, log_capacity: int = 1 << 20,
+                 engine: str = "auto"):
+        link = link or LinkParams()
+        n = switch.n_ports
+        self.switch, self.link, self.batch, self.n = switch, link, int(batch), n
+        self.engine = engine_name(engine)
+        iters = switch.iterations or min(3, max_iterations(n))
+        if not 1 <= iters <= max_iterations(n):
+            raise ValueError(f"iterations={iters} must be in 1..{max_iterations(n)} "
+                             f"for n_ports={n}")
+        self.iterations = iters
+        fifo = switch.mode == "fifo"
+        cap = n * switch.depth if fifo else switch.depth
+        nq = 1 if fifo else n
+        L = link.latency
+        K = link.credits or 2 * L + 1
+        B = self.batch
+        G = switch.n_groups
+        self.members = np.zeros((G, n), dtype=np.bool_)
+        self.gvalid = np.zeros(G, dtype=np.bool_)
+        for g, mem in (groups or {}).items():
+            if not 0 <= g < G:
+                raise ValueError(f"group {g} is outside 0..{G - 1} (n_groups={G})")
+            for m in mem:
+                if not 0 <= m < n:
+                    raise ValueError(f"group {g} member {m} is outside 0..{n - 1}")
+                self.members[g, m] = True
+            self.gvalid[g] = True
+        self.p = np.zeros(len(_k.P), dtype=np.int64)
+        pv = dict(N=n, FIFO=int(fifo), CAP=cap, ITERS=iters, OUT_DEPTH=switch.out_depth,
+                  L=L, FRAME=link.frame_period, K=K, SQ=src_queue, H=self.HIST,
+                  W0=window[0], W1=window[1], LOG=int(log), T0=0, C=0, USE_READY=0, G=G)
+        for k, v in pv.items():
+            self.p[_k.P[k]] = v
+        z = np.zeros
+        i64 = np.int64
+        self.s = dict(
+            q_gen=z((B, n, nq, cap), i64), q_info=z((B, n, nq, cap), i64),
+            q_head=z((B, n, nq), i64), q_cnt=z((B, n, nq), i64),
+            ne=z((B, n, (n + 63) // 64), np.uint64),
+            done=z((B, n, n), np.bool_), hdone=z((B, n, n), np.bool_),
+            ob_gen=z((B, n, switch.out_depth), i64), ob_info=z((B, n, switch.out_depth), i64),
+            ob_src=z((B, n, switch.out_depth), i64), ob_head=z((B, n), i64),
+            ob_cnt=z((B, n), i64),
+            credit=np.full((B, n), switch.out_depth, i64), lock=np.full((B, n), -1, i64),
+            gptr=z((B, n), i64), aptr=z((B, n), i64),
+            sq_dest=z((B, n, src_queue), i64), sq_size=z((B, n, src_queue), i64),
+            sq_kind=z((B, n, src_queue), i64), sq_gen=z((B, n, src_queue), i64),
+            sq_seq=z((B, n, src_queue), i64), sq_head=z((B, n), i64), sq_cnt=z((B, n), i64),
+            sq_flit=z((B, n), i64), seq_next=z((B, n), i64),
+            lp_valid=z((B, n, L + 1), np.bool_), lp_gen=z((B, n, L + 1), i64),
+            lp_info=z((B, n, L + 1), i64), tcred=np.full((B, n), K, i64),
+            cr_ret=z((B, n, L + 2), i64),
+            rx_gen=z((B, n, K), i64), rx_info=z((B, n, K), i64), rx_head=z((B, n), i64),
+            rx_cnt=z((B, n), i64),
+            ecred=np.full((B, n), K, i64), ecr_ret=z((B, n, 2 * L + 2), i64),
+            st=z((B, n, _k.NSTAT), i64), hist=z((B, self.HIST), i64), latmax=z(B, i64),
+        )
+        self.log_capacity = log_capacity if log else 1
+        self.log = dict(t=z(self.log_capacity, i64), o=z(self.log_capacity, i64),
+                        src=z(self.log_capacity, i64), info=z(self.log_capacity, i64),
+                        b=z(self.log_capacity, i64), n=z(1, i64))
+        self.t = 0
+
+    # -- running ---------------------------------------------------------------------------
+    def step(self, gdest, gsize, gkind=None, ready=None) -> None:
+        """Advance ``C`` cycles; arrays are ``(batch, C, n_ports)``.
+
+        ``gdest``/``gsize``: packets created per (point, cycle, source) (size 0: none);
+        ``gkind``: 0 unicast (default), 1 multicast (``gdest`` is then a group id), 2/3
+        reduction kinds (dropped and counted by this switch); ``ready``: ``o_port`` ready
+        pattern (default: always ready).
+        """
+        gdest = np.ascontiguousarray(gdest, dtype=np.int64)
+        gsize = np.ascontiguousarray(gsize, dtype=np.int64)
+        B, C, n = gdest.shape
+        if (B, n) != (self.batch, self.n) or gsize.shape != gdest.shape:
+            raise ValueError(f"traffic chunk shape {gdest.shape} does not match batch "
+                             f"{self.batch} x cycles x {self.n} ports")
+        gkind = (np.zeros_like(gdest) if gkind is None
+                 else np.ascontiguousarray(gkind, dtype=np.int64))
+        if ready is None:
+            ready_arr = np.ones((1, 1, 1), dtype=np.bool_)
+            use_ready = 0
+        else:
+            ready_arr = np.ascontiguousarray(ready, dtype=np.bool_)
+            use_ready = 1
+            if ready_arr.shape != gdest.shape:
+                raise ValueError(f"ready shape {ready_arr.shape} != {gdest.shape}")
+        self.p[_k.P["T0"]] = self.t
+        self.p[_k.P["C"]] = C
+        self.p[_k.P["USE_READY"]] = use_ready
+        s, lg = self.s, self.log
+        args = (self.p, self.members, self.gvalid, gdest, gsize, gkind, ready_arr,
+                s["q_gen"], s["q_info"], s["q_head"], s["q_cnt"], s["ne"], s["done"],
+                s["hdone"], s["ob_gen"], s["ob_info"], s["ob_src"], s["ob_head"],
+                s["ob_cnt"], s["credit"], s["lock"], s["gptr"], s["aptr"],
+                s["sq_dest"], s["sq_size"], s["sq_kind"], s["sq_gen"], s["sq_seq"],
+                s["sq_head"], s["sq_cnt"], s["sq_flit"], s["seq_next"],
+                s["lp_valid"], s["lp_gen"], s["lp_info"], s["tcred"], s["cr_ret"],
+                s["rx_gen"], s["rx_info"], s["rx_head"], s["rx_cnt"],
+                s["ecred"], s["ecr_ret"], s["st"], s["hist"], s["latmax"],
+                lg["t"], lg["o"], lg["src"], lg["info"], lg["b"], lg["n"])
+        if self.engine == "numba":
+            _k.run_chunk(*args)
+        else:
+            from .vkernel import run_chunk_numpy
+            run_chunk_numpy(*args)
+        self.t += C
+        if self.log["n"][0] > self.log_capacity and self.p[_k.P["LOG"]]:
+            raise RuntimeError(f"departure log overflow: {int(self.log['n'][0])} > "
+                               f"capacity {self.log_capacity}")
+
+    def set_window(self, w0: int, w1: int) -> None:
+        self.p[_k.P["W0"]] = w0
+        self.p[_k.P["W1"]] = w1
+
+    # -- results ---------------------------------------------------------------------------
+    def departures(self) -> Departures:
+        n = min(int(self.log["n"][0]), self.log_capacity)
+        lg = self.log
+        order = np.lexsort((lg["o"][:n], lg["t"][:n], lg["b"][:n]))
+        return Departures(lg["t"][:n][order], lg["o"][:n][order], lg["src"][:n][order],
+                          lg["info"][:n][order], lg["b"][:n][order])
+
+    def stat(self, name: str) -> np.ndarray:
+        """One per-port statistics column, shape ``(batch, n_ports)``."""
+        return self.s["st"][:, :, _k.S[name]].copy()
+
+    def in_flight(self) -> np.ndarray:
+        """Flits inside the fabric per batch point (source queues excluded)."""
+        s = self.s
+        return (s["q_cnt"].sum(axis=(1, 2)) + s["ob_cnt"].sum(axis=1)
+                + s["rx_cnt"].sum(axis=1) + s["lp_valid"].sum(axis=(1, 2)))
+
+    def backlog(self) -> np.ndarray:
+        """Packets waiting in source queues per batch point."""
+        return self.s["sq_cnt"].sum(axis=1)
+
+    def credits_ok(self) -> bool:
+        """Credit conservation: credit[o] + occupancy(o) == out_depth everywhere."""
+        s = self.s
+        return bool(np.all(s["credit"] + s["ob_cnt"] == self.switch.out_depth))

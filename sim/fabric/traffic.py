@@ -1,0 +1,394 @@
+"""Traffic generators for the fabric model: seeded, vectorized, chunked.
+
+Every generator turns an offered load (flits per cycle per input port, 0 < load <= 1) into
+packet arrivals, one chunk of cycles at a time, for one batch point. A chunk is two
+``(cycles, n_ports)`` ``int16`` arrays: ``dest`` (the destination port, -1 where no packet
+is created) and ``size`` (flits). Arrivals are a Bernoulli process per source with
+probability ``load / packet_size`` per cycle (except ``bursty``, an on/off process).
+
+Each batch point owns its ``np.random.default_rng`` stream, keyed by ``(seed, seed index,
+load)``, so a point's traffic does not depend on which other points share its batch and a
+run reproduces bit for bit.
+
+Patterns (``TrafficParams.pattern``):
+
+``uniform``
+    destination uniform over all ports (``include_self``) or over the other ports.
+``permutation``
+    a fixed random permutation drawn from the point's seed.
+``transpose``
+    ports as an r x c matrix (r the largest divisor of n <= sqrt(n)), index r*i+j -> the
+    transposed position; a permutation for every n.
+``hotspot``
+    ``hotspot_fraction`` of packets to ports ``0..hotspot_ports-1``, the rest uniform.
+``bursty``
+    on/off: geometric bursts of mean ``burst_length`` packets to one uniform destination,
+    back to back, separated by geometric gaps sized so the mean load is ``load``.
+``alltoall``
+    each source walks the other ports in order (i+1, i+2, ...), Bernoulli arrivals.
+``moe_dispatch``
+    tokens routed to ``topk`` distinct experts of Zipf(``zipf``) popularity; ``experts``
+    experts (default one per port) placed on ports by a seeded shuffle; one packet per
+    (token, expert).
+``moe_combine``
+    the reverse: expert ports send results back to uniform token owners; each port's
+    injection rate is proportional to its experts' popularity (mean ``load``, capped at 1
+    per port; the cap is reported in ``offered``).
+``ring``
+    i -> i+1 mod n (one ring all-reduce step).
+``trace``
+    replay of a CSV or JSONL trace with ``cycle, source, destination, size``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["TrafficError", "make_generator", "load_trace", "zipf_weights", "expert_ports",
+           "transpose_map", "point_rng"]
+
+
+class TrafficError(ValueError):
+    """A bad traffic parameter or a malformed trace line (named in the message)."""
+
+
+def point_rng(seed: int, seed_index: int, load: float) -> np.random.Generator:
+    """The random stream of one batch point."""
+    return np.random.default_rng([int(seed), int(seed_index), int(round(load * 1e6))])
+
+
+def transpose_map(n: int) -> np.ndarray:
+    r = max(d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0)
+    c = n // r
+    idx = np.arange(n)
+    row, col = idx // c, idx % c
+    return (col * r + row).astype(np.int64)
+
+
+def zipf_weights(n: int, s: float) -> np.ndarray:
+    w = 1.0 / np.arange(1, n + 1, dtype=np.float64) ** float(s)
+    return w / w.sum()
+
+
+def expert_ports(n_ports: int, experts: int, rng: np.random.Generator) -> np.ndarray:
+    """Port of each expert rank (rank 0 most popular): a seeded shuffle, round-robin."""
+    slots = np.arange(experts) % n_ports
+    return rng.permutation(slots)
+
+
+class _Gen:
+    def __init__(self, n_ports, load, packet_size, rng):
+        self.n = n_ports
+        self.load = float(load)
+        self.size = int(packet_size)
+        self.rng = rng
+        self.p = np.full(self.n, self.load / self.size)
+
+    def arrivals(self, cycles):
+        return self.rng.random((cycles, self.n)) < self.p[None, :]
+
+    def dests(self, arrive):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def chunk(self, t0, cycles):
+        arrive = self.arrivals(cycles)
+        dest = np.full((cycles, self.n), -1, dtype=np.int16)
+        d = self.dests(arrive)
+        dest[arrive] = d
+        size = np.where(arrive, self.size, 0).astype(np.int16)
+        return dest, size
+
+    @property
+    def offered(self) -> float:
+        """Mean offered load in flits per cycle per port (after any cap)."""
+        return float(np.mean(np.minimum(self.p * self.size, 1.0)))
+
+
+class Uniform(_Gen):
+    def __init__(self, n, load, size, rng, include_self=True):
+        super().__init__(n, load, size, rng)
+        self.include_self = include_self
+
+    def dests(self, arrive):
+        src = np.nonzero(arrive)[1]
+        if self.include_self:
+            return self.rng.integers(0, self.n, src.size)
+        return (src + 1 + self.rng.integers(0, self.n - 1, src.size)) % self.n
+
+
+class Fixed(_Gen):
+    def __init__(self, n, load, size, rng, mapping):
+        super().__init__(n, load, size, rng)
+        self.mapping = np.asarray(mapping, dtype=np.int64)
+
+    def dests(self, arrive):
+        return self.mapping[np.nonzero(arrive)[1]]
+
+
+class Hotspot(_Gen):
+    def __init__(self, n, load, size, rng, hot, frac, include_self=True):
+        super().__init__(n, load, size, rng)
+        self.hot, self.frac, self.include_self = int(hot), float(frac), include_self
+
+    def dests(self, arrive):
+        src = np.nonzero(arrive)[1]
+        k = src.size
+        uni = self.rng.integers(0, self.n, k)
+        hot = self.rng.integers(0, self.hot, k)
+        return np.where(self.rng.random(k) < self.frac, hot, uni)
+
+
+class AllToAll(_Gen):
+    def __init__(self, n, load, size, rng):
+        super().__init__(n, load, size, rng)
+        self.count = np.zeros(n, dtype=np.int64)
+
+    def dests(self, arrive):
+        rows, src = np.nonzero(arrive)
+        order = np.lexsort((rows, src))  # per source, in time order
+        s = src[order]
+        rank = np.arange(s.size) - np.searchsorted(s, s)  # index within its source
+        k = self.count[s] + rank
+        d = np.empty(s.size, dtype=np.int64)
+        d[order] = (s + 1 + k % (self.n - 1)) % self.n
+        np.add.at(self.count, src, 1)
+        return d
+
+
+class Bursty(_Gen):
+    """On/off source: bursts of back-to-back packets to one destination."""
+
+    def __init__(self, n, load, size, rng, burst_length):
+        super().__init__(n, load, size, rng)
+        self.mean_on = float(burst_length)
+        self.mean_off = self.mean_on * (1.0 - self.load) / self.load  # in packet slots
+        # per source: remaining slots of the current on/off period, state, destination
+        self.remaining = np.zeros(n, dtype=np.int64)
+        self.on = np.zeros(n, dtype=bool)
+        self.dest = np.zeros(n, dtype=np.int64)
+        self.phase = np.zeros(n, dtype=np.int64)  # cycle offset within a packet slot
+
+    def _period(self, on):
+        if on:
+            return int(self.rng.geometric(1.0 / self.mean_on))
+        if self.mean_off <= 0:
+            return 0
+        return int(self.rng.geometric(1.0 / (self.mean_off + 1.0))) - 1
+
+    def chunk(self, t0, cycles):
+        dest = np.full((cycles, self.n), -1, dtype=np.int16)
+        size = np.zeros((cycles, self.n), dtype=np.int16)
+        slots = -(-cycles // self.size) + 1
+        for i in range(self.n):
+            seq_d = []
+            total = 0
+            # build this chunk's slot sequence from the carried state
+            while total < slots:
+                if self.remaining[i] == 0:
+                    self.on[i] = not self.on[i]
+                    self.remaining[i] = self._period(self.on[i])
+                    if self.on[i]:
+                        self.dest[i] = self.rng.integers(0, self.n)
+                    continue
+                take = int(min(self.remaining[i], slots - total))
+                seq_d.append(np.full(take, self.dest[i] if self.on[i] else -1))
+                self.remaining[i] -= take
+                total += take
+            sd = np.concatenate(seq_d)
+            # packet slot k starts at cycle phase + k*size; the overshoot is carried back
+            starts = self.phase[i] + np.arange(sd.size) * self.size
+            keep = starts < cycles
+            st, dd = starts[keep], sd[keep]
+            used = int(keep.sum())
+            # unused slots go back into the current period
+            self.remaining[i] += sd.size - used
+            if sd.size - used and sd[used] != (self.dest[i] if self.on[i] else -1):
+                # the period changed inside the overshoot: keep it simple and exact by
+                # dropping the overshoot of the older period (it was never emitted)
+                self.remaining[i] -= (sd[used:] != sd[-1]).sum()
+            self.phase[i] = (st[-1] + self.size - cycles) if st.size else self.phase[i] - cycles
+            if self.phase[i] < 0:
+                self.phase[i] = 0
+            m = dd >= 0
+            dest[st[m], i] = dd[m]
+            size[st[m], i] = self.size
+        return dest, size
+
+    @property
+    def offered(self):
+        return self.load
+
+
+class MoEDispatch(_Gen):
+    def __init__(self, n, load, size, rng, experts, topk, zipf):
+        super().__init__(n, load, size, rng)
+        self.experts = experts or n
+        if topk > self.experts:
+            raise TrafficError(f"topk={topk} exceeds experts={self.experts}")
+        self.topk = topk
+        self.w = zipf_weights(self.experts, zipf)
+        self.port_of = expert_ports(n, self.experts, rng)
+        self.port_w = np.bincount(self.port_of, weights=self.w, minlength=n)
+
+    def _tokens(self, count):
+        """``count`` tokens' top-k distinct experts, by rejection of repeated draws."""
+        cdf = np.cumsum(self.w)
+        cdf[-1] = 1.0
+        e = np.searchsorted(cdf, self.rng.random((count, self.topk)), side="right")
+        for _ in range(1000):
+            s = np.sort(e, axis=1)
+            bad = (s[:, 1:] == s[:, :-1]).any(axis=1) if self.topk > 1 else np.zeros(
+                count, bool)
+            if not bad.any():
+                break
+            e[bad] = np.searchsorted(cdf, self.rng.random((int(bad.sum()), self.topk)),
+                                     side="right")
+        return self.port_of[e]
+
+    def dests(self, arrive):
+        rows, src = np.nonzero(arrive)
+        order = np.lexsort((rows, src))
+        s = src[order]
+        counts = np.bincount(s, minlength=self.n)
+        d = np.empty(s.size, dtype=np.int64)
+        pos = 0
+        for i in range(self.n):
+            c = int(counts[i])
+            if c == 0:
+                continue
+            tokens = -(-c // self.topk)
+            d_i = self._tokens(tokens).reshape(-1)[:c]
+            d[order[pos:pos + c]] = d_i
+            pos += c
+        return d
+
+
+class MoECombine(_Gen):
+    def __init__(self, n, load, size, rng, experts, zipf):
+        super().__init__(n, load, size, rng)
+        experts = experts or n
+        w = zipf_weights(experts, zipf)
+        port_of = expert_ports(n, experts, rng)
+        port_w = np.bincount(port_of, weights=w, minlength=n)
+        self.p = np.minimum(self.load * n * port_w, 1.0) / self.size
+
+    def dests(self, arrive):
+        src = np.nonzero(arrive)[1]
+        return (src + 1 + self.rng.integers(0, self.n - 1, src.size)) % self.n
+
+
+class Trace(_Gen):
+    """Replay: packets created by one source in the same cycle enter on later cycles."""
+
+    def __init__(self, n, rng, records):
+        super().__init__(n, 1.0, 1, rng)
+        self.records = records
+        cyc, src, dst, size = records
+        # spill same-cycle packets of one source onto the next free cycles
+        order = np.lexsort((np.arange(cyc.size), cyc, src))
+        c2 = cyc[order].copy()
+        s2 = src[order]
+        for k in range(1, c2.size):
+            if s2[k] == s2[k - 1] and c2[k] <= c2[k - 1]:
+                c2[k] = c2[k - 1] + 1
+        self.cyc, self.src, self.dst, self.sz = c2, s2, dst[order], size[order]
+        self.spilled = int((c2 != cyc[order]).sum())
+        self.end = int(c2.max()) + 1 if c2.size else 0
+        self.p = np.zeros(n)
+
+    def chunk(self, t0, cycles):
+        dest = np.full((cycles, self.n), -1, dtype=np.int16)
+        size = np.zeros((cycles, self.n), dtype=np.int16)
+        m = (self.cyc >= t0) & (self.cyc < t0 + cycles)
+        dest[self.cyc[m] - t0, self.src[m]] = self.dst[m]
+        size[self.cyc[m] - t0, self.src[m]] = self.sz[m]
+        return dest, size
+
+    @property
+    def offered(self):
+        if self.end == 0:
+            return 0.0
+        return float(self.sz.sum()) / (self.end * self.n)
+
+
+def load_trace(path: str | Path, n_ports: int):
+    """Read a CSV (header ``cycle,source,destination,size``) or JSONL trace.
+
+    Returns four ``int64`` arrays; every bad line raises :class:`TrafficError` naming the
+    file, the line and the value.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TrafficError(f"trace file {str(path)!r} does not exist")
+    rows = []
+    keys = ("cycle", "source", "destination", "size")
+    text = path.read_text()
+    if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+        for ln, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TrafficError(f"{path}:{ln}: not JSON ({exc.msg})") from None
+            rows.append((ln, obj))
+    else:
+        reader = csv.DictReader(text.splitlines())
+        if reader.fieldnames is None or set(keys) - set(f.strip() for f in reader.fieldnames):
+            raise TrafficError(f"{path}: CSV header must name {', '.join(keys)} "
+                               f"(got {reader.fieldnames})")
+        for ln, obj in enumerate(reader, 2):
+            rows.append((ln, {k.strip(): v for k, v in obj.items()}))
+    out = np.zeros((4, len(rows)), dtype=np.int64)
+    for k, (ln, obj) in enumerate(rows):
+        for f, key in enumerate(keys):
+            if key not in obj:
+                raise TrafficError(f"{path}:{ln}: missing {key!r}")
+            try:
+                v = int(str(obj[key]).strip())
+            except ValueError:
+                raise TrafficError(f"{path}:{ln}: {key}={obj[key]!r} is not an integer") from None
+            lo, hi = {"cycle": (0, 2**40), "source": (0, n_ports - 1),
+                      "destination": (0, n_ports - 1), "size": (1, 4096)}[key]
+            if not lo <= v <= hi:
+                raise TrafficError(f"{path}:{ln}: {key}={v} is outside {lo}..{hi}")
+            out[f, k] = v
+    return out[0], out[1], out[2], out[3]
+
+
+def make_generator(traffic, n_ports: int, load: float, rng: np.random.Generator,
+                   trace=None):
+    """The generator of one batch point for a :class:`~sim.fabric.config.TrafficParams`."""
+    t = traffic
+    n, size = n_ports, t.packet_size
+    p = t.pattern
+    if p == "uniform":
+        return Uniform(n, load, size, rng, t.include_self)
+    if p == "permutation":
+        return Fixed(n, load, size, rng, rng.permutation(n))
+    if p == "transpose":
+        return Fixed(n, load, size, rng, transpose_map(n))
+    if p == "ring":
+        return Fixed(n, load, size, rng, (np.arange(n) + 1) % n)
+    if p == "hotspot":
+        if t.hotspot_ports > n:
+            raise TrafficError(f"hotspot_ports={t.hotspot_ports} exceeds n_ports={n}")
+        return Hotspot(n, load, size, rng, t.hotspot_ports, t.hotspot_fraction)
+    if p == "bursty":
+        return Bursty(n, load, size, rng, t.burst_length)
+    if p == "alltoall":
+        return AllToAll(n, load, size, rng)
+    if p == "moe_dispatch":
+        return MoEDispatch(n, load, size, rng, t.experts, t.topk, t.zipf)
+    if p == "moe_combine":
+        return MoECombine(n, load, size, rng, t.experts, t.zipf)
+    if p == "trace":
+        if trace is None:
+            trace = load_trace(t.trace_file, n)
+        return Trace(n, rng, trace)
+    raise TrafficError(f"unknown pattern {p!r}")
