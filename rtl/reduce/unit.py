@@ -1,0 +1,372 @@
+"""The reduction unit (block ``reduce-unit``): collects one contribution per member per
+chunk and emits the deterministic tree reduction.
+
+Integration (for the switch)
+----------------------------
+Instantiate ``ReductionUnit(n_ports=, data_width=, n_chunks=, n_groups=)`` and connect:
+
+``i_config``  — ``stream.Signature(config_layout(n_ports))``, payload ``{group, entry}``
+    with ``entry = sim.layouts.group_entry(n_ports)``; always ready. Feed it the same beats
+    as the switch's own group table (the layouts are identical), so both copies agree.
+``i_contrib`` — ``stream.Signature(switch_flit(data_width).layout())``: REDUCE flits with
+    ``dest`` = group, ``chunk``, ``src`` = the contributing port (stamped at ingress),
+    ``data`` = ``data_width/32`` 32-bit or ``data_width/16`` 16-bit elements, LSB first.
+    One flit is one contribution (``first``/``last`` are ignored). Any chunk can go to any
+    unit, e.g. unit ``chunk mod n_units``; all contributions of one (group, chunk) must
+    reach the same unit.
+``o_result``  — ``stream.Signature(result_layout(n_ports, data_width))``: ``flit`` is a
+    RESULT flit (``dest`` = group, ``chunk``, ``first = last = 1``, ``src = 0``, ``data`` =
+    the reduced elements) and ``members``/``mode``/``root`` are the group entry's, so the
+    switch can replicate it (ALLREDUCE: to every member) or send it to ``root`` (REDUCE)
+    without a second table lookup.
+``o_*`` counters — 32-bit, wrap, cleared by reset.
+
+The unit never drops silently: a bad flit (not REDUCE, unknown/invalid group, bad op or
+dtype code) counts in ``o_invalid``, a non-member contribution in ``o_nonmember``, a second
+contribution of a member to an open chunk in ``o_duplicate``; each is dropped. When all
+``n_chunks`` open-chunk slots are in use and a contribution opens a new chunk, ``i_contrib``
+is held (``ready`` low) and ``o_full_cycles`` counts those cycles.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from rtl.blocks import Block, Param
+from sim.layouts import (DEST_BITS, GROUP_BITS, Dtype, Kind, Op, group_entry, switch_flit)
+
+from .lane import OP_BYPASS
+from .simd import AccToFlit, FlitToAcc, SimdAlu, check_data_width
+
+__all__ = ["ReductionUnit", "config_layout", "result_layout", "BLOCKS"]
+
+
+def config_layout(n_ports: int) -> data.StructLayout:
+    """Payload of ``i_config``: ``{group, entry}`` (same as the switch's config port)."""
+    return data.StructLayout({"group": GROUP_BITS, "entry": group_entry(n_ports).layout()})
+
+
+def result_layout(n_ports: int, data_width: int) -> data.StructLayout:
+    """Payload of ``o_result``: the RESULT flit plus the group's routing fields."""
+    return data.StructLayout({"flit": switch_flit(data_width).layout(), "members": n_ports,
+                              "mode": 1, "root": DEST_BITS})
+
+
+def _popcount(bits):
+    total = Const(0, 1)
+    for b in bits:
+        total = total + b
+    return total
+
+
+class ReductionUnit(wiring.Component):
+    """SHARP-style in-network reduction of one contribution per member per chunk.
+
+    Contributions are stored by (open-chunk slot, member rank); when a chunk has all its
+    members it is streamed in rank order through a pairing pipeline of
+    ``depth = ceil(log2(n_ports))`` levels, each one :class:`~rtl.reduce.simd.SimdAlu`:
+    level ``d`` combines items 2i and 2i+1 of a chunk and carries an odd last item up
+    unchanged (a BYPASS op, so order is kept). That is exactly the balanced pairwise tree
+    over member rank of :func:`sim.reduce.tree_reduce`, so the result is independent of
+    arrival order. Numerics: :mod:`sim.reduce` (docs/reduction.md).
+
+    Parameters
+    ----------
+    n_ports : int
+        Switch ports; members are a bitmap of ``n_ports`` bits (2 … 128).
+    data_width : int
+        Flit data bits, a multiple of 32.
+    n_chunks : int
+        Open-chunk table capacity (1 … 64).
+    n_groups : int
+        Group table entries (1 … 256); group ids ``>= n_groups`` are invalid.
+
+    Members
+    -------
+    i_config : In(stream.Signature(config_layout(n_ports)))
+        Group table writes; always ready; ``group >= n_groups`` dropped, counted in
+        ``o_config_drops``.
+    i_contrib : In(stream.Signature(switch_flit(data_width).layout()))
+        Contribution flits.
+    o_result : Out(stream.Signature(result_layout(n_ports, data_width)))
+        One result per completed chunk, in completion order.
+    o_contributions, o_results, o_duplicate, o_nonmember, o_invalid, o_full_cycles,
+    o_config_drops : Out(32)
+        Event counters (see the module docstring).
+
+    Timing
+    ------
+    Throughput: one contribution accepted per cycle sustained, as long as a slot is free
+    (a chunk holds its slot from its first contribution until its last item is streamed,
+    about ``k + 3`` cycles after its last contribution). Latency with an idle pipeline:
+    the last contribution of a ``k``-member chunk accepted in cycle t gives ``o_result``
+    valid in cycle ``t + k + 5 + depth * 5`` (:attr:`latency`); ALU latency 5 per level.
+    ``o_result.ready`` low stalls the whole pipeline (slots stay busy, so ``i_contrib``
+    eventually stalls too). Synchronous reset empties the table, the pipeline and the
+    counters and invalidates every group.
+
+    Standards: IEEE 754-2019 binary32/binary16 arithmetic (RNE, subnormals); bfloat16 as
+    in ml_dtypes.
+    """
+
+    ALU_LATENCY = SimdAlu.LATENCY
+
+    def __init__(self, n_ports: int = 8, data_width: int = 64, n_chunks: int = 8,
+                 n_groups: int = 16):
+        if not isinstance(n_ports, int) or not 2 <= n_ports <= 128:
+            raise ValueError(f"n_ports={n_ports!r} must be an integer in 2..128")
+        check_data_width(data_width)
+        if not isinstance(n_chunks, int) or not 1 <= n_chunks <= 64:
+            raise ValueError(f"n_chunks={n_chunks!r} must be an integer in 1..64")
+        if not isinstance(n_groups, int) or not 1 <= n_groups <= 1 << GROUP_BITS:
+            raise ValueError(f"n_groups={n_groups!r} must be an integer in 1..256")
+        self.n_ports = n_ports
+        self.data_width = data_width
+        self.n_chunks = n_chunks
+        self.n_groups = n_groups
+        self.depth = max(1, (n_ports - 1).bit_length())
+        flit = switch_flit(data_width).layout()
+        super().__init__({
+            "i_config": In(stream.Signature(config_layout(n_ports))),
+            "i_contrib": In(stream.Signature(flit)),
+            "o_result": Out(stream.Signature(result_layout(n_ports, data_width))),
+            "o_contributions": Out(32), "o_results": Out(32), "o_duplicate": Out(32),
+            "o_nonmember": Out(32), "o_invalid": Out(32), "o_full_cycles": Out(32),
+            "o_config_drops": Out(32),
+        })
+
+    def latency(self, k: int) -> int:
+        """Cycles from the handshake of a chunk's last contribution to ``o_result.valid``
+        (idle pipeline, ready output)."""
+        return k + 5 + self.depth * self.ALU_LATENCY
+
+    def elaborate(self, platform):
+        m = Module()
+        P, C = self.n_ports, self.n_chunks
+        entry_l = group_entry(P).layout()
+        meta_l = data.StructLayout({"op": 2, "dtype": 3, "native": 1, "mode": 1,
+                                    "root": DEST_BITS, "members": P, "group": GROUP_BITS,
+                                    "chunk": switch_flit(8).widths["chunk"]})
+
+        # -- group table (registers: reset invalidates every entry) -----------------------
+        table = [Signal(entry_l, name=f"group{g}") for g in range(self.n_groups)]
+        cfg = self.i_config
+        m.d.comb += cfg.ready.eq(1)
+        with m.If(cfg.valid):
+            with m.If(cfg.payload.group < self.n_groups):
+                with m.Switch(cfg.payload.group):
+                    for g in range(self.n_groups):
+                        with m.Case(g):
+                            m.d.sync += table[g].eq(cfg.payload.entry)
+            with m.Else():
+                m.d.sync += self.o_config_drops.eq(self.o_config_drops + 1)
+
+        # -- ingest stage: register the flit and its group entry --------------------------
+        ic = self.i_contrib
+        s1_valid = Signal()
+        s1 = Signal(switch_flit(self.data_width).layout())
+        s1_entry = Signal(entry_l)
+        s1_group_ok = Signal()
+        s1_done = Signal()
+        m.d.comb += ic.ready.eq(~s1_valid | s1_done)
+        lookup = Signal(entry_l)
+        with m.Switch(ic.payload.dest):
+            for g in range(self.n_groups):
+                with m.Case(g):
+                    m.d.comb += lookup.eq(table[g])
+        with m.If(ic.ready):
+            m.d.sync += [s1_valid.eq(ic.valid), s1.eq(ic.payload), s1_entry.eq(lookup),
+                         s1_group_ok.eq(ic.payload.dest < self.n_groups)]
+
+        # -- open-chunk table -------------------------------------------------------------
+        FREE, OPEN, CLOSED = 0, 1, 2
+        state = [Signal(2, name=f"slot{j}_state") for j in range(C)]
+        s_group = [Signal(GROUP_BITS, name=f"slot{j}_group") for j in range(C)]
+        s_chunk = [Signal(len(s1.chunk), name=f"slot{j}_chunk") for j in range(C)]
+        s_arrived = [Signal(P, name=f"slot{j}_arrived") for j in range(C)]
+        s_count = [Signal(range(P + 1), name=f"slot{j}_count") for j in range(C)]
+        s_k = [Signal(range(P + 1), name=f"slot{j}_k") for j in range(C)]
+        s_meta = [Signal(meta_l, name=f"slot{j}_meta") for j in range(C)]
+
+        mem = m.submodules.mem = Memory(shape=self.data_width, depth=C * P, init=[])
+        wr = mem.write_port()
+        rd = mem.read_port(domain="sync")
+
+        e = s1_entry
+        src = s1.src
+        src_ok = Signal()
+        m.d.comb += src_ok.eq((src < P) & e.members.bit_select(src[:max(1, (P - 1).bit_length())], 1))
+        below = Cat(*[e.members[p] & (src > p) for p in range(P)])
+        rank = Signal(range(P))
+        k = Signal(range(P + 1))
+        m.d.comb += [rank.eq(_popcount(below)), k.eq(_popcount(e.members))]
+        valid_entry = (s1.kind == Kind.REDUCE) & s1_group_ok & e.valid & (e.op <= Op.MAX) & \
+            (e.dtype <= Dtype.BF16)
+        match = Cat(*[(state[j] == OPEN) & (s_group[j] == s1.dest) & (s_chunk[j] == s1.chunk)
+                      for j in range(C)])
+        hit = Signal(range(C))
+        free = Signal(range(C))
+        for j in reversed(range(C)):
+            with m.If(match[j]):
+                m.d.comb += hit.eq(j)
+        any_free = Signal()
+        for j in reversed(range(C)):
+            with m.If(state[j] == FREE):
+                m.d.comb += [free.eq(j), any_free.eq(1)]
+        bit = Signal(P)
+        m.d.comb += bit.eq(Const(1, P) << src[:max(1, (P - 1).bit_length())])
+
+        fifo = m.submodules.ready_fifo = SyncFIFO(width=max(1, (C - 1).bit_length()), depth=C)
+        slot_w = Signal(range(C))
+        m.d.comb += [wr.addr.eq(slot_w * P + rank), wr.data.eq(s1.data), fifo.w_data.eq(slot_w)]
+
+        def count(ctr):
+            m.d.sync += ctr.eq(ctr + 1)
+
+        with m.If(s1_valid):
+            with m.If(~valid_entry):
+                m.d.comb += s1_done.eq(1)
+                count(self.o_invalid)
+            with m.Elif(~src_ok):
+                m.d.comb += s1_done.eq(1)
+                count(self.o_nonmember)
+            with m.Elif(match.any()):
+                m.d.comb += s1_done.eq(1)
+                arrived = Signal(P)
+                cnt = Signal(range(P + 1))
+                kk = Signal(range(P + 1))
+                with m.Switch(hit):
+                    for j in range(C):
+                        with m.Case(j):
+                            m.d.comb += [arrived.eq(s_arrived[j]), cnt.eq(s_count[j]),
+                                         kk.eq(s_k[j])]
+                with m.If((arrived & bit).any()):
+                    count(self.o_duplicate)
+                with m.Else():
+                    count(self.o_contributions)
+                    m.d.comb += [slot_w.eq(hit), wr.en.eq(1)]
+                    with m.Switch(hit):
+                        for j in range(C):
+                            with m.Case(j):
+                                m.d.sync += [s_arrived[j].eq(arrived | bit),
+                                             s_count[j].eq(cnt + 1)]
+                                with m.If(cnt + 1 == kk):
+                                    m.d.sync += state[j].eq(CLOSED)
+                    with m.If(cnt + 1 == kk):
+                        m.d.comb += fifo.w_en.eq(1)
+            with m.Elif(any_free):
+                m.d.comb += [s1_done.eq(1), slot_w.eq(free), wr.en.eq(1)]
+                count(self.o_contributions)
+                with m.Switch(free):
+                    for j in range(C):
+                        with m.Case(j):
+                            m.d.sync += [
+                                state[j].eq(Mux(k == 1, CLOSED, OPEN)),
+                                s_group[j].eq(s1.dest), s_chunk[j].eq(s1.chunk),
+                                s_arrived[j].eq(bit), s_count[j].eq(1), s_k[j].eq(k),
+                                s_meta[j].op.eq(e.op), s_meta[j].dtype.eq(e.dtype),
+                                s_meta[j].native.eq(e.native), s_meta[j].mode.eq(e.mode),
+                                s_meta[j].root.eq(e.root), s_meta[j].members.eq(e.members),
+                                s_meta[j].group.eq(s1.dest), s_meta[j].chunk.eq(s1.chunk),
+                            ]
+                with m.If(k == 1):
+                    m.d.comb += fifo.w_en.eq(1)
+            with m.Else():
+                count(self.o_full_cycles)          # held back by flow control
+
+        # -- streamer: read a closed chunk's contributions in rank order ------------------
+        adv = Signal()
+        m.d.comb += adv.eq(~self.o_result.valid | self.o_result.ready)
+        st_active = Signal()
+        st_slot = Signal(range(C))
+        st_rank = Signal(range(P))
+        st_k = Signal(range(P + 1))
+        st_meta = Signal(meta_l)
+        issue_last = Signal()
+        m.d.comb += issue_last.eq(st_rank == st_k - 1)
+        m.d.comb += [rd.addr.eq(st_slot * P + st_rank), rd.en.eq(adv)]
+        with m.If(adv):
+            with m.If(st_active):
+                m.d.sync += st_rank.eq(st_rank + 1)
+                with m.If(issue_last):
+                    m.d.sync += st_active.eq(0)
+                    with m.Switch(st_slot):
+                        for j in range(C):
+                            with m.Case(j):
+                                m.d.sync += state[j].eq(FREE)
+            with m.If((~st_active | issue_last) & fifo.r_rdy):
+                m.d.comb += fifo.r_en.eq(1)
+                m.d.sync += [st_active.eq(1), st_rank.eq(0), st_slot.eq(fifo.r_data)]
+                with m.Switch(fifo.r_data):
+                    for j in range(C):
+                        with m.Case(j):
+                            m.d.sync += [st_k.eq(s_k[j]), st_meta.eq(s_meta[j])]
+
+        # memory output stage (aligned with rd.data), then widening stage
+        p1_valid, p1_last, p1_meta = Signal(), Signal(), Signal(meta_l)
+        with m.If(adv):
+            m.d.sync += [p1_valid.eq(st_active), p1_last.eq(issue_last), p1_meta.eq(st_meta)]
+        m.submodules.to_acc = to_acc = FlitToAcc(self.data_width)
+        m.d.comb += [to_acc.data.eq(rd.data), to_acc.dtype.eq(p1_meta.dtype)]
+        acc_w = len(to_acc.acc)
+        v, last, meta, acc = Signal(), Signal(), Signal(meta_l), Signal(acc_w)
+        with m.If(adv):
+            m.d.sync += [v.eq(p1_valid), last.eq(p1_last), meta.eq(p1_meta), acc.eq(to_acc.acc)]
+
+        # -- pairing levels -----------------------------------------------------------------
+        for d in range(self.depth):
+            alu = m.submodules[f"level{d}"] = SimdAlu(self.data_width)
+            wv = Signal(name=f"level{d}_waiting")
+            wacc = Signal(acc_w, name=f"level{d}_held")
+            m.d.comb += [alu.en.eq(adv), alu.a.eq(Mux(wv, wacc, acc)), alu.b.eq(acc),
+                         alu.op.eq(Mux(wv, meta.op, OP_BYPASS)), alu.dtype.eq(meta.dtype),
+                         alu.native.eq(meta.native)]
+            fire = v & (wv | last)
+            with m.If(adv & v):
+                with m.If(wv):
+                    m.d.sync += wv.eq(0)
+                with m.Elif(~last):
+                    m.d.sync += [wv.eq(1), wacc.eq(acc)]
+            dv, dl, dm = fire, last, meta
+            for s in range(SimdAlu.LATENCY):
+                rv = Signal(name=f"level{d}_v{s}")
+                rl = Signal(name=f"level{d}_last{s}")
+                rm = Signal(meta_l, name=f"level{d}_meta{s}")
+                with m.If(adv):
+                    m.d.sync += [rv.eq(dv), rl.eq(dl), rm.eq(dm)]
+                dv, dl, dm = rv, rl, rm
+            v, last, meta, acc = dv, dl, dm, alu.y
+
+        # -- output: narrow, pack the RESULT flit ------------------------------------------
+        m.submodules.to_flit = to_flit = AccToFlit(self.data_width)
+        m.d.comb += [to_flit.acc.eq(acc), to_flit.dtype.eq(meta.dtype)]
+        o = self.o_result
+        with m.If(adv):
+            m.d.sync += [
+                o.valid.eq(v),
+                o.payload.flit.data.eq(to_flit.data), o.payload.flit.first.eq(1),
+                o.payload.flit.last.eq(1), o.payload.flit.kind.eq(Kind.RESULT),
+                o.payload.flit.dest.eq(meta.group), o.payload.flit.src.eq(0),
+                o.payload.flit.chunk.eq(meta.chunk), o.payload.members.eq(meta.members),
+                o.payload.mode.eq(meta.mode), o.payload.root.eq(meta.root),
+            ]
+        with m.If(o.valid & o.ready):
+            count(self.o_results)
+        return m
+
+
+BLOCKS = [
+    Block("reduce-unit", ReductionUnit,
+          doc="SHARP-style reduction unit: one contribution per member per chunk, "
+              "deterministic pairwise tree, IEEE 754 fp32/fp16/bf16 and int32/uint32",
+          params=[
+              Param("n_ports", int, 8, "switch ports (member bitmap width), 2..128"),
+              Param("data_width", int, 64, "flit data bits, multiple of 32"),
+              Param("n_chunks", int, 8, "open-chunk table capacity, 1..64"),
+              Param("n_groups", int, 16, "group table entries, 1..256"),
+          ]),
+]
