@@ -1,0 +1,358 @@
+"""Built-in self-test: golden model of the traffic generator and checker (``rtl/bist.py``).
+
+Pure numpy. The RTL (:mod:`rtl.bist`) builds its LFSR and filler XOR networks from the
+matrices computed here, and the checker's counters follow exactly the rules below, so
+the model predicts the generator's flits bit for bit and the checker's counters count
+for count.
+
+LFSR
+----
+Every random choice comes from the PRBS31 polynomial x^31 + x^28 + 1 (ITU-T O.150, the
+project's PRBS convention of :mod:`sim.prbs`): a Fibonacci LFSR whose 31-bit state holds
+the last 31 bits in time, bit k = ``b[t-1-k]`` (bit 0 the newest), stepping
+``b[t] = b[t-31] ^ b[t-28]``. "Advancing by k" runs k steps; the hardware does it in one
+cycle through a GF(2) matrix (:func:`advance_matrix`) probed from the per-bit reference
+:func:`lfsr_step`.
+
+Seeds: the initial state of LFSR ``stream`` of port ``port`` is
+``1 + splitmix64(seed * 2**16 + port * 4 + stream) mod (2**31 - 1)`` (:func:`seed_state`;
+SplitMix64, Steele, Lea, Flood, OOPSLA 2014), never zero.
+
+Generator (``TrafficGen``, block ``bist-gen``)
+---------------------------------------------
+- Packet LFSR (stream 0): advanced by 31 bits once per packet, so packet k (k = 0, 1, ...)
+  uses ``r_k``, the state after k + 1 advances (31 fresh bits). Destination: ``uniform``:
+  ``((r_k & 0xFFFF) * n_ports) >> 16``; ``permutation``: ``(port + offset) % n_ports``.
+  Length in flits: ``1 + ((((r_k >> 16) & 0xFF) * max_len) >> 8)``, in 1 .. max_len.
+- Load LFSR (stream 1): advanced by 8 bits every cycle; when the generator may start a
+  packet it does so iff the 8 newest bits, as an integer, are ``< load`` (load 0 .. 256,
+  so the probability is load/256). This only decides *when*; the flit sequence does not
+  depend on it, nor on backpressure.
+- A sequence number per destination (``SEQ_BITS`` = 16, wrapping), taken and incremented
+  when a packet starts.
+- Flit ``b`` of a packet: ``kind`` = UNICAST, ``dest``, ``src`` = port, ``chunk`` = 0,
+  ``first`` = (b == 0), ``last`` = (b == length - 1), and ``data`` = :func:`make_data`.
+
+Data signature
+--------------
+``data`` bits 0..39 hold the signature :data:`SIGNATURE` (LSB first: ``beat`` 8, ``seq``
+16, ``dest`` 8, ``src`` 8); the ``data_width - 40`` bits above hold the filler, an affine
+GF(2) function of the signature: ``s = (sig ^ (sig >> 31) ^ FILL_SALT) & (2**31 - 1)``
+seeds a PRBS31 LFSR, which runs ``FILL_WARMUP`` = 62 steps, then emits one filler bit per
+step (filler bit 0 first). The checker recomputes the whole word from the flit's ``src``,
+its own port, the packet's sequence number and the beat index, so a flipped bit anywhere
+in ``data`` is caught. ``data_width`` must be >= 40; from 62 bits on, every signature bit
+feeds at least one filler bit (so a corrupted sequence number is a data error, not a
+silent resynchronisation). In hardware each filler bit is an XOR of about 4 to 8
+signature bits.
+
+Checker (``TrafficCheck``, block ``bist-check``)
+-----------------------------------------------
+For every accepted flit, in order (``in_pkt``, ``beat``, ``pkt_seq`` are its state):
+
+1. ``starts = first or not in_pkt``. Framing error if ``first and in_pkt`` (the previous
+   packet lost its ``last``) or ``not first and not in_pkt`` (a packet without ``first``:
+   the flit is taken as its beat 0). ``beat`` = 0 if ``starts`` else ``beat + 1`` (mod
+   256).
+2. ``seq`` = the signature's ``seq`` if ``starts`` else ``pkt_seq``. The flit is good iff
+   ``data == make_data(data_width, src, port, seq, beat)`` with ``src`` the flit's sideband
+   ``src`` (< n_ports), ``kind`` is UNICAST and ``dest == port``; otherwise one data error.
+3. On a start with ``src < n_ports``: if the flit is good, a sequence error if
+   ``seq != expected[src]``, then ``expected[src] = seq + 1``; if it is not good (its
+   sequence number cannot be trusted), ``expected[src] += 1``. ``packets`` counts starts.
+4. ``flits`` counts every flit; ``in_pkt = not last``.
+
+So one dropped packet gives one sequence error (a gap), a duplicated one gives one, a
+flipped data bit one data error, a lost ``first`` or ``last`` one framing error; two
+swapped packets give three sequence errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.bitfields import Fields
+from sim.layouts import DEST_BITS, SRC_BITS, Kind, switch_flit
+
+__all__ = ["LFSR_ORDER", "LFSR_TAP", "SEQ_BITS", "BEAT_BITS", "SIG_BITS", "SIGNATURE",
+           "FILL_SALT", "FILL_WARMUP", "PATTERNS", "COUNTER_MAX", "MAX_PORTS",
+           "lfsr_step", "advance_matrix", "apply_matrix", "seed_state", "splitmix64",
+           "filler_matrix", "filler_ref", "make_data", "make_data_array", "check_params",
+           "check_port_params", "check_seed", "GenPacket", "TrafficGenModel",
+           "TrafficCheckModel", "CheckCounters"]
+
+LFSR_ORDER = 31
+LFSR_TAP = 28
+_MASK31 = (1 << LFSR_ORDER) - 1
+SEQ_BITS = 16
+BEAT_BITS = 8
+SIGNATURE = Fields([("beat", BEAT_BITS), ("seq", SEQ_BITS), ("dest", DEST_BITS),
+                    ("src", SRC_BITS)])
+SIG_BITS = SIGNATURE.width
+FILL_SALT = 0x5A5A_5A5A & _MASK31
+FILL_WARMUP = 2 * LFSR_ORDER
+PATTERNS = ("uniform", "permutation")
+COUNTER_MAX = (1 << 32) - 1
+MAX_PORTS = 1 << DEST_BITS
+
+
+# -- LFSR ------------------------------------------------------------------------------------
+def lfsr_step(state: int, nbits: int) -> tuple[int, list[int]]:
+    """Per-bit PRBS31 reference: run ``nbits`` steps from ``state``; return
+    ``(state_after, bits)`` with ``bits`` in time order."""
+    state = int(state) & _MASK31
+    out = []
+    for _ in range(nbits):
+        b = ((state >> (LFSR_ORDER - 1)) ^ (state >> (LFSR_TAP - 1))) & 1
+        out.append(b)
+        state = ((state << 1) | b) & _MASK31
+    return state, out
+
+
+def advance_matrix(k: int) -> np.ndarray:
+    """The 31×31 GF(2) matrix A with ``state_after_k_steps = A @ state`` (bit vectors,
+    row i = new bit i), probed column by column from :func:`lfsr_step`."""
+    if k < 0:
+        raise ValueError(f"k={k} must be >= 0")
+    a = np.zeros((LFSR_ORDER, LFSR_ORDER), dtype=np.uint8)
+    for j in range(LFSR_ORDER):
+        after, _ = lfsr_step(1 << j, k)
+        for i in range(LFSR_ORDER):
+            a[i, j] = (after >> i) & 1
+    return a
+
+
+def apply_matrix(matrix: np.ndarray, value: int) -> int:
+    """``matrix @ bits(value)`` over GF(2), as an integer (row i → bit i)."""
+    bits = np.array([(int(value) >> j) & 1 for j in range(matrix.shape[1])], dtype=np.uint8)
+    res = (matrix.astype(np.int64) @ bits) & 1
+    return int(sum(int(b) << i for i, b in enumerate(res)))
+
+
+def splitmix64(x: int) -> int:
+    """SplitMix64 output function (Steele, Lea, Flood 2014) of a 64-bit ``x``."""
+    m = (1 << 64) - 1
+    z = (int(x) + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+def seed_state(seed: int, port: int, stream: int) -> int:
+    """Initial (non-zero) PRBS31 state of LFSR ``stream`` of ``port`` for ``seed``."""
+    seed, port, stream = int(seed), int(port), int(stream)
+    if not 0 <= seed < (1 << 32):
+        raise ValueError(f"seed={seed} must be a 32-bit unsigned integer")
+    return 1 + splitmix64((seed << 16) + port * 4 + stream) % _MASK31
+
+
+# -- data signature and filler ---------------------------------------------------------------
+def _check_width(data_width: int) -> None:
+    if not isinstance(data_width, int) or data_width < SIG_BITS:
+        raise ValueError(f"data_width={data_width!r} must be an integer >= {SIG_BITS} "
+                         f"(the {SIG_BITS}-bit signature)")
+
+
+def _fill_seed(sig: int) -> int:
+    return (sig ^ (sig >> LFSR_ORDER) ^ FILL_SALT) & _MASK31
+
+
+def filler_ref(data_width: int, sig: int) -> int:
+    """Per-bit reference of the filler (bits above the signature) of signature ``sig``."""
+    _check_width(data_width)
+    n = data_width - SIG_BITS
+    state, _ = lfsr_step(_fill_seed(int(sig)), FILL_WARMUP)
+    _, bits = lfsr_step(state, n)
+    return sum(b << i for i, b in enumerate(bits))
+
+
+def filler_matrix(data_width: int) -> tuple[np.ndarray, int]:
+    """``(M, c)``: filler bits = ``M @ sig_bits ^ c`` over GF(2); M is
+    ``(data_width - 40) × 40``, c an integer. Probed from :func:`filler_ref`."""
+    _check_width(data_width)
+    n = data_width - SIG_BITS
+    c = filler_ref(data_width, 0)
+    m = np.zeros((n, SIG_BITS), dtype=np.uint8)
+    for j in range(SIG_BITS):
+        col = filler_ref(data_width, 1 << j) ^ c
+        for i in range(n):
+            m[i, j] = (col >> i) & 1
+    return m, c
+
+
+_FILLER_CACHE: dict[int, tuple[np.ndarray, int]] = {}
+
+
+def _filler(data_width: int) -> tuple[np.ndarray, int]:
+    if data_width not in _FILLER_CACHE:
+        _FILLER_CACHE[data_width] = filler_matrix(data_width)
+    return _FILLER_CACHE[data_width]
+
+
+def make_data(data_width: int, src: int, dest: int, seq: int, beat: int) -> int:
+    """The ``data`` word of beat ``beat`` of packet ``seq`` from ``src`` to ``dest``."""
+    sig = SIGNATURE.pack(beat=int(beat) % (1 << BEAT_BITS), seq=int(seq) % (1 << SEQ_BITS),
+                         dest=dest, src=src)
+    m, c = _filler(data_width)
+    return sig | (apply_matrix(m, sig) ^ c) << SIG_BITS if m.shape[0] else sig
+
+
+def make_data_array(data_width: int, src, dest, seq, beat) -> list[int]:
+    """Vectorized :func:`make_data` over equal-length integer arrays."""
+    src, dest, seq, beat = (np.asarray(x, dtype=np.int64) for x in (src, dest, seq, beat))
+    sig = (beat % (1 << BEAT_BITS)) | ((seq % (1 << SEQ_BITS)) << BEAT_BITS) \
+        | (dest << (BEAT_BITS + SEQ_BITS)) | (src << (BEAT_BITS + SEQ_BITS + DEST_BITS))
+    m, c = _filler(data_width)
+    if not m.shape[0]:
+        return [int(s) for s in sig]
+    bits = ((sig[:, None] >> np.arange(SIG_BITS)) & 1).astype(np.int64)
+    fill = (bits @ m.T.astype(np.int64)) & 1
+    packed = np.packbits(fill.astype(np.uint8), axis=1, bitorder="little")
+    return [int(s) | ((int.from_bytes(row.tobytes(), "little") ^ c) << SIG_BITS)
+            for s, row in zip(sig, packed)]
+
+
+# -- generator model -------------------------------------------------------------------------
+def check_port_params(data_width, n_ports, port) -> None:
+    """Raise ValueError naming the first bad one of ``data_width``, ``n_ports``, ``port``."""
+    _check_width(data_width)
+    if not isinstance(n_ports, int) or not 1 <= n_ports <= MAX_PORTS:
+        raise ValueError(f"n_ports={n_ports!r} must be an integer in 1..{MAX_PORTS}")
+    if not isinstance(port, int) or not 0 <= port < n_ports:
+        raise ValueError(f"port={port!r} must be in 0..{n_ports - 1}")
+
+
+def check_seed(seed) -> None:
+    if not isinstance(seed, int) or not 0 <= seed < (1 << 32):
+        raise ValueError(f"seed={seed!r} must be a 32-bit unsigned integer")
+
+
+def check_params(data_width, n_ports, port, max_len, pattern, offset, seed) -> None:
+    """Raise ValueError naming the first bad generator parameter."""
+    check_port_params(data_width, n_ports, port)
+    if not isinstance(max_len, int) or not 1 <= max_len <= (1 << BEAT_BITS):
+        raise ValueError(f"max_len={max_len!r} must be in 1..{1 << BEAT_BITS}")
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern={pattern!r} is not one of {', '.join(PATTERNS)}")
+    if not isinstance(offset, int) or offset < 0 or (pattern == "permutation"
+                                                     and offset >= n_ports):
+        raise ValueError(f"offset={offset!r} must be in 0..{n_ports - 1}")
+    check_seed(seed)
+
+
+@dataclass(frozen=True)
+class GenPacket:
+    dest: int
+    seq: int
+    length: int
+
+
+class TrafficGenModel:
+    """The packets and flits a ``TrafficGen`` with these parameters emits, in order.
+
+    Parameters are those of :class:`rtl.bist.TrafficGen`. :meth:`packets` and
+    :meth:`flits` continue where the previous call stopped.
+    """
+
+    def __init__(self, data_width: int = 64, n_ports: int = 4, port: int = 0,
+                 max_len: int = 4, pattern: str = "uniform", offset: int = 1,
+                 seed: int = 1):
+        check_params(data_width, n_ports, port, max_len, pattern, offset, seed)
+        self.data_width, self.n_ports, self.port = data_width, n_ports, port
+        self.max_len, self.pattern, self.offset, self.seed = max_len, pattern, offset, seed
+        self.layout = switch_flit(data_width)
+        self.state = seed_state(seed, port, 0)
+        self.next_seq = [0] * n_ports
+
+    def packets(self, n: int) -> list[GenPacket]:
+        out = []
+        for _ in range(int(n)):
+            self.state, _ = lfsr_step(self.state, LFSR_ORDER)
+            r = self.state
+            if self.pattern == "uniform":
+                dest = ((r & 0xFFFF) * self.n_ports) >> 16
+            else:
+                dest = (self.port + self.offset) % self.n_ports
+            length = 1 + ((((r >> 16) & 0xFF) * self.max_len) >> 8)
+            seq = self.next_seq[dest]
+            self.next_seq[dest] = (seq + 1) % (1 << SEQ_BITS)
+            out.append(GenPacket(dest, seq, length))
+        return out
+
+    def flits_of(self, packets) -> list[int]:
+        """Packed ``switch_flit`` words of ``packets`` (vectorized data)."""
+        dest, seq, beat, first, last = [], [], [], [], []
+        for p in packets:
+            for b in range(p.length):
+                dest.append(p.dest)
+                seq.append(p.seq)
+                beat.append(b)
+                first.append(int(b == 0))
+                last.append(int(b == p.length - 1))
+        data = make_data_array(self.data_width, [self.port] * len(dest), dest, seq, beat)
+        return [self.layout.pack(data=d, first=f, last=la, kind=int(Kind.UNICAST), dest=t,
+                                 src=self.port, chunk=0)
+                for d, f, la, t in zip(data, first, last, dest)]
+
+    def flits(self, n_packets: int) -> list[int]:
+        return self.flits_of(self.packets(n_packets))
+
+
+# -- checker model ---------------------------------------------------------------------------
+@dataclass
+class CheckCounters:
+    packets: int = 0
+    flits: int = 0
+    seq_errors: int = 0
+    data_errors: int = 0
+    framing_errors: int = 0
+    expected: list[int] = field(default_factory=list)
+
+
+def _sat(x: int) -> int:
+    return min(x, COUNTER_MAX)
+
+
+class TrafficCheckModel:
+    """Counters of a ``TrafficCheck`` at ``port`` after the flits fed so far."""
+
+    def __init__(self, data_width: int = 64, n_ports: int = 4, port: int = 0):
+        check_port_params(data_width, n_ports, port)
+        self.data_width, self.n_ports, self.port = data_width, n_ports, port
+        self.layout = switch_flit(data_width)
+        self.c = CheckCounters(expected=[0] * n_ports)
+        self.in_pkt = False
+        self.beat = 0
+        self.pkt_seq = 0
+
+    def feed(self, words) -> CheckCounters:
+        c = self.c
+        for w in words:
+            f = self.layout.unpack(w)
+            first, last = f["first"], f["last"]
+            starts = bool(first) or not self.in_pkt
+            if (first and self.in_pkt) or (not first and not self.in_pkt):
+                c.framing_errors = _sat(c.framing_errors + 1)
+            self.beat = 0 if starts else (self.beat + 1) % (1 << BEAT_BITS)
+            sig = SIGNATURE.unpack(f["data"] & ((1 << SIG_BITS) - 1))
+            seq = sig["seq"] if starts else self.pkt_seq
+            src = f["src"]
+            good = (src < self.n_ports and f["kind"] == Kind.UNICAST and f["dest"] == self.port
+                    and f["data"] == make_data(self.data_width, src, self.port, seq, self.beat))
+            if not good:
+                c.data_errors = _sat(c.data_errors + 1)
+            if starts:
+                c.packets = (c.packets + 1) & COUNTER_MAX
+                self.pkt_seq = seq
+                if src < self.n_ports:
+                    if good:
+                        if seq != c.expected[src]:
+                            c.seq_errors = _sat(c.seq_errors + 1)
+                        c.expected[src] = (seq + 1) % (1 << SEQ_BITS)
+                    else:
+                        c.expected[src] = (c.expected[src] + 1) % (1 << SEQ_BITS)
+            c.flits = (c.flits + 1) & COUNTER_MAX
+            self.in_pkt = not last
+        return c
