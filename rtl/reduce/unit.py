@@ -63,6 +63,14 @@ def _popcount(bits):
     return total
 
 
+def _first_set(bits, n):
+    """Index of the lowest set bit of ``bits`` (0 if none), as one expression."""
+    out = Const(0, range(n))
+    for j in reversed(range(n)):
+        out = Mux(bits[j], j, out)
+    return out
+
+
 class ReductionUnit(wiring.Component):
     """SHARP-style in-network reduction of one contribution per member per chunk.
 
@@ -208,15 +216,14 @@ class ReductionUnit(wiring.Component):
             (e.dtype <= Dtype.BF16)
         match = Cat(*[(state[j] == OPEN) & (s_group[j] == s1.dest) & (s_chunk[j] == s1.chunk)
                       for j in range(C)])
+        # Priority encoders as pure expressions (continuous assigns): a comb process whose
+        # inputs never change after time 0 would stay X in Icarus.
         hit = Signal(range(C))
         free = Signal(range(C))
-        for j in reversed(range(C)):
-            with m.If(match[j]):
-                m.d.comb += hit.eq(j)
         any_free = Signal()
-        for j in reversed(range(C)):
-            with m.If(state[j] == FREE):
-                m.d.comb += [free.eq(j), any_free.eq(1)]
+        frees = Cat(*[state[j] == FREE for j in range(C)])
+        m.d.comb += [hit.eq(_first_set(match, C)), free.eq(_first_set(frees, C)),
+                     any_free.eq(frees.any())]
         bit = Signal(P)
         m.d.comb += bit.eq(Const(1, P) << src[:max(1, (P - 1).bit_length())])
 
