@@ -161,62 +161,48 @@ class AllToAll(_Gen):
 
 
 class Bursty(_Gen):
-    """On/off source: bursts of back-to-back packets to one destination."""
+    """On/off source: bursts of back-to-back packets to one destination.
+
+    Time is cut into packet slots of ``packet_size`` cycles. An on period lasts a
+    geometric number (>= 1, mean ``burst_length``) of slots, each carrying one packet to
+    the burst's uniform destination; an off period lasts a geometric number (>= 0) of
+    empty slots with mean ``burst_length * (1 - load) / load``, so the mean load is
+    ``load``. Periods carry over chunk boundaries exactly.
+    """
 
     def __init__(self, n, load, size, rng, burst_length):
         super().__init__(n, load, size, rng)
         self.mean_on = float(burst_length)
-        self.mean_off = self.mean_on * (1.0 - self.load) / self.load  # in packet slots
-        # per source: remaining slots of the current on/off period, state, destination
-        self.remaining = np.zeros(n, dtype=np.int64)
+        self.mean_off = self.mean_on * (1.0 - self.load) / self.load
+        self.remaining = np.zeros(n, dtype=np.int64)   # slots left in the current period
         self.on = np.zeros(n, dtype=bool)
         self.dest = np.zeros(n, dtype=np.int64)
-        self.phase = np.zeros(n, dtype=np.int64)  # cycle offset within a packet slot
-
-    def _period(self, on):
-        if on:
-            return int(self.rng.geometric(1.0 / self.mean_on))
-        if self.mean_off <= 0:
-            return 0
-        return int(self.rng.geometric(1.0 / (self.mean_off + 1.0))) - 1
+        self.phase = np.zeros(n, dtype=np.int64)       # next slot start, from chunk start
 
     def chunk(self, t0, cycles):
         dest = np.full((cycles, self.n), -1, dtype=np.int16)
         size = np.zeros((cycles, self.n), dtype=np.int16)
-        slots = -(-cycles // self.size) + 1
+        sz = self.size
         for i in range(self.n):
-            seq_d = []
-            total = 0
-            # build this chunk's slot sequence from the carried state
-            while total < slots:
+            pos = int(self.phase[i])
+            while pos < cycles:
                 if self.remaining[i] == 0:
                     self.on[i] = not self.on[i]
-                    self.remaining[i] = self._period(self.on[i])
                     if self.on[i]:
+                        self.remaining[i] = self.rng.geometric(1.0 / self.mean_on)
                         self.dest[i] = self.rng.integers(0, self.n)
+                    elif self.mean_off > 0:
+                        self.remaining[i] = self.rng.geometric(1.0 / (self.mean_off + 1)) - 1
                     continue
-                take = int(min(self.remaining[i], slots - total))
-                seq_d.append(np.full(take, self.dest[i] if self.on[i] else -1))
+                slots = -(-(cycles - pos) // sz)
+                take = int(min(self.remaining[i], slots))
+                if self.on[i]:
+                    starts = pos + sz * np.arange(take)
+                    dest[starts, i] = self.dest[i]
+                    size[starts, i] = sz
+                pos += take * sz
                 self.remaining[i] -= take
-                total += take
-            sd = np.concatenate(seq_d)
-            # packet slot k starts at cycle phase + k*size; the overshoot is carried back
-            starts = self.phase[i] + np.arange(sd.size) * self.size
-            keep = starts < cycles
-            st, dd = starts[keep], sd[keep]
-            used = int(keep.sum())
-            # unused slots go back into the current period
-            self.remaining[i] += sd.size - used
-            if sd.size - used and sd[used] != (self.dest[i] if self.on[i] else -1):
-                # the period changed inside the overshoot: keep it simple and exact by
-                # dropping the overshoot of the older period (it was never emitted)
-                self.remaining[i] -= (sd[used:] != sd[-1]).sum()
-            self.phase[i] = (st[-1] + self.size - cycles) if st.size else self.phase[i] - cycles
-            if self.phase[i] < 0:
-                self.phase[i] = 0
-            m = dd >= 0
-            dest[st[m], i] = dd[m]
-            size[st[m], i] = self.size
+            self.phase[i] = pos - cycles
         return dest, size
 
     @property
