@@ -1,0 +1,254 @@
+"""Multi-lane 64b/66b PCS receiver: block lock, marker lock, reorder, deskew, descramble,
+decode (IEEE 802.3 cl. 49 and 82)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from sim.pcs import (AM_BAD_LIMIT, KNOWN_TYPES, SYNC_CTRL, SYNC_DATA, WORD, BlockType,
+                     check_params)
+
+from .common import ID_BITS, bip8, eq, marker_id
+from .lock import BlockLock
+from .xor import scrambler_step
+
+__all__ = ["PcsRx"]
+
+HUNT, CHECK, LOCKED = 0, 1, 2
+A_WAIT, A_ARM, A_RUN = 0, 1, 2
+
+
+class PcsRx(wiring.Component):
+    """Receive ``n_lanes`` raw PCS lanes and deliver the client word stream.
+
+    Per physical lane: :class:`BlockLock` (bit slip hunting, Figure 49-12 lock, BER
+    monitor), then marker lock (cl. 82.2.18.3 semantics): the first marker of Table 82-2
+    seen sets the lane id, the marker ``am_period`` blocks later with the same id gives
+    ``am_lock``; 4 consecutive bad markers at the expected position lose it. BIP3 is checked
+    at every expected marker position (one count per mismatching BIP3). When every lane has
+    marker lock and the ids are a permutation of ``0..n_lanes-1``, the next marker of each
+    lane starts a per-lane delay line (``max_skew + 1`` blocks); once all lanes have seen
+    it, each lane reads its line at its own delay, so the rows line up (deskew) and lane
+    ``id`` is put in logical position ``id`` (reorder). Marker rows are checked (all lanes a
+    marker of their id, else realign) and dropped; data rows are descrambled in stream order
+    and decoded. The first data row after (re)alignment only primes the descrambler.
+    Bit-exact and cycle-exact with :class:`sim.pcs.Receiver`.
+
+    Parameters
+    ----------
+    n_lanes : int
+        PCS lanes, 1..20.
+    am_period : int
+        Rows per marker period (as the transmitter); ``>= 2*max_skew + 3``.
+    max_skew : int
+        Largest arrival difference between lanes, in cycles (blocks), that deskew absorbs.
+        A sub-block bit offset of a lane may add one cycle to the block skew.
+    ber_window : int
+        BER monitor window in blocks (see :class:`BlockLock`).
+
+    Members
+    -------
+    i_lanes : In(66).array(n_lanes)
+        Raw, unaligned 66 bits per lane per cycle, bit 0 first on the wire.
+    o_data : Out(Signature(payload=ArrayLayout(WORD, n_lanes), valid=1))
+        An always-ready stream (no ``ready``: the line cannot be stalled). Rows of ``n_lanes`` words in stream order. A block with a bad sync header or an
+        unknown control type is delivered as an ERROR control word and counted.
+    o_link_up : Out(1)
+        All lanes locked and aligned (rows flow).
+    o_block_lock, o_am_lock, o_hi_ber : Out(n_lanes)
+        Per physical lane status.
+    o_lane_id : Out(5).array(n_lanes)
+        Logical lane id found in each physical lane's markers.
+    o_bip_errors, o_slips : Out(16).array(n_lanes)
+        Per physical lane BIP3 mismatches and bit slips (saturating).
+    o_decode_errors, o_align_failures : Out(16)
+        Blocks delivered as ERROR; alignment attempts abandoned (skew too large, or a marker
+        row that did not line up).
+
+    Timing
+    ------
+    A row whose blocks have all arrived at cycle ``t`` (lane with the largest delay) is on
+    ``o_data`` at cycle ``t + 3``: block register (1), delay line (1, plus the lane's
+    deskew delay, up to ``max_skew``) and the output register (1) after the combinational
+    reorder, descrambler and decoder. Throughput: one row per cycle except marker rows.
+    Acquisition from reset on clean lanes: 64 blocks to block lock, then marker lock at the
+    second marker (up to ``2*am_period`` blocks), then alignment at the next marker and one
+    priming row. Reset: all lanes hunting, link down; recovery from a slip or a lost lane
+    needs no reset (the lane relocks, the link realigns).
+    """
+
+    def __init__(self, n_lanes: int = 4, am_period: int = 16384, max_skew: int = 8,
+                 ber_window: int = 19531):
+        check_params(n_lanes, am_period, max_skew, ber_window)
+        self.n_lanes = n_lanes
+        self.am_period = am_period
+        self.max_skew = max_skew
+        self.ber_window = ber_window
+        super().__init__({
+            "i_lanes": In(66).array(n_lanes),
+            # an always-ready stream (a line cannot be stalled), spelled out because a
+            # Const ready cannot be a top-level port
+            "o_data": Out(wiring.Signature({
+                "payload": Out(data.ArrayLayout(WORD.layout(), n_lanes)),
+                "valid": Out(1)})),
+            "o_link_up": Out(1),
+            "o_block_lock": Out(n_lanes),
+            "o_am_lock": Out(n_lanes),
+            "o_hi_ber": Out(n_lanes),
+            "o_lane_id": Out(ID_BITS).array(n_lanes),
+            "o_bip_errors": Out(16).array(n_lanes),
+            "o_slips": Out(16).array(n_lanes),
+            "o_decode_errors": Out(16),
+            "o_align_failures": Out(16),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, P, S = self.n_lanes, self.am_period, self.max_skew
+        am_state, am_lock, am_cnt, am_id, bufs, marker_now = [], [], [], [], [], []
+        for p in range(n):
+            bl = BlockLock(self.ber_window)
+            m.submodules[f"lock{p}"] = bl
+            m.d.comb += [
+                bl.i_chunk.eq(self.i_lanes[p]),
+                self.o_block_lock[p].eq(bl.o_lock),
+                self.o_hi_ber[p].eq(bl.o_hi_ber),
+                self.o_slips[p].eq(bl.o_slips),
+            ]
+            b = bl.o_block
+            mk, mid = marker_id(m, b, f"b1_{p}")
+            st = Signal(2, name=f"am_state{p}")
+            lk = Signal(name=f"am_lock{p}")
+            cnt = Signal(range(P), name=f"am_cnt{p}")
+            lid = Signal(ID_BITS, name=f"am_id{p}")
+            bad = Signal(range(AM_BAD_LIMIT), name=f"am_bad{p}")
+            acc = Signal(8, name=f"bip_acc{p}")
+            berr = self.o_bip_errors[p]
+            cnt_next = Mux(cnt == P - 1, 0, cnt + 1)
+            with m.If(~bl.o_ok):
+                m.d.sync += [st.eq(HUNT), lk.eq(0), bad.eq(0)]
+            with m.Elif(eq(st, HUNT)):
+                with m.If(mk):
+                    m.d.sync += [st.eq(CHECK), lid.eq(mid), cnt.eq(1 % P), acc.eq(bip8(b))]
+            with m.Else():
+                with m.If(eq(cnt, 0)):
+                    match = mk & (mid == lid)
+                    with m.If(((st == LOCKED) | match) & (b[26:34] != acc) & (berr != 0xFFFF)):
+                        m.d.sync += berr.eq(berr + 1)
+                    m.d.sync += acc.eq(bip8(b))
+                    with m.If(st == CHECK):
+                        with m.If(match):
+                            m.d.sync += [st.eq(LOCKED), lk.eq(1), bad.eq(0)]
+                        with m.Else():
+                            m.d.sync += st.eq(HUNT)
+                    with m.Else():
+                        with m.If(match):
+                            m.d.sync += bad.eq(0)
+                        with m.Elif(bad == AM_BAD_LIMIT - 1):
+                            m.d.sync += [st.eq(HUNT), lk.eq(0), bad.eq(0)]
+                        with m.Else():
+                            m.d.sync += bad.eq(bad + 1)
+                with m.Else():
+                    m.d.sync += acc.eq(acc ^ bip8(b))
+                m.d.sync += cnt.eq(cnt_next)
+            buf = [Signal(66, name=f"dl{p}_{i}") for i in range(S + 1)]
+            m.d.sync += buf[0].eq(b)
+            for i in range(1, S + 1):
+                m.d.sync += buf[i].eq(buf[i - 1])
+            m.d.comb += [self.o_am_lock[p].eq(lk), self.o_lane_id[p].eq(lid)]
+            am_state.append(st)
+            am_lock.append(lk)
+            am_cnt.append(cnt)
+            am_id.append(lid)
+            bufs.append(buf)
+            marker_now.append((st == LOCKED) & eq(cnt, 0))
+
+        # -- alignment (deskew + reorder) --
+        align = Signal(2)
+        perm_ok = Cat(*[Cat(*[eq(am_id[p], j) for p in range(n)]).any() for j in range(n)]).all()
+        all_ok = Signal()
+        m.d.comb += [all_ok.eq(Cat(*am_lock).all() & perm_ok), self.o_link_up.eq(align == A_RUN)]
+        started = Signal(n)
+        dcnt = [Signal(range(S + 2), name=f"dcnt{p}") for p in range(n)]
+        delay = [Signal(range(S + 1), name=f"delay{p}") for p in range(n)]
+        row_cnt = Signal(range(P))
+        primed = Signal()
+        hist = Signal(58)
+        m.d.sync += self.o_data.valid.eq(0)
+
+        started_next = Cat(*[started[p] | marker_now[p] for p in range(n)])
+        dcnt_next = [Mux(started[p], dcnt[p] + 1, 0) for p in range(n)]
+        abort = Cat(*[started[p] & (dcnt[p] + 1 > S) for p in range(n)]).any()
+
+        rows = [Array(bufs[p])[delay[p]] for p in range(n)]
+        row_sig = [Signal(66, name=f"row{p}") for p in range(n)]
+        m.d.comb += [row_sig[p].eq(rows[p]) for p in range(n)]
+        row_ok = []
+        for p in range(n):
+            mk, mid = marker_id(m, row_sig[p], f"row_{p}")
+            row_ok.append(mk & (mid == am_id[p]))
+        logical = []
+        for j in range(n):
+            sel = Signal(66, name=f"logical{j}")
+            expr = Const(0, 66)
+            for p in range(n):
+                expr = expr | Mux(eq(am_id[p], j), row_sig[p], 0)
+            m.d.comb += sel.eq(expr)
+            logical.append(sel)
+        desc_sig = Signal(64 * n)
+        h = hist
+        for j in range(n):   # one 64-bit descrambler step per lane, in stream order
+            out, h_next = scrambler_step(h, logical[j][2:66], descrambler=True)
+            h = Signal(58, name=f"desc_state{j}")
+            m.d.comb += [desc_sig[64 * j:64 * j + 64].eq(out), h.eq(h_next)]
+        hist_next = h
+        errs = []
+        words = []
+        for j in range(n):
+            sync = logical[j][0:2]
+            pay = desc_sig[64 * j:64 * j + 64]
+            known = Cat(*[pay[0:8] == t for t in KNOWN_TYPES]).any()
+            err = Signal(name=f"err{j}")
+            m.d.comb += err.eq(~((sync == SYNC_DATA) | ((sync == SYNC_CTRL) & known)))
+            errs.append(err)
+            words.append((Mux(err, int(BlockType.ERROR), pay), Mux(err, 1, sync == SYNC_CTRL)))
+        # saturating count of the row's ERROR blocks, one +1 step per lane
+        dec_sum = self.o_decode_errors
+        for j in range(n):
+            c = Signal(16, name=f"dec_count{j}")
+            m.d.comb += c.eq(Mux(errs[j] & (dec_sum != 0xFFFF), dec_sum + 1, dec_sum))
+            dec_sum = c
+
+        with m.If(~all_ok):
+            m.d.sync += [align.eq(A_WAIT), primed.eq(0)]
+        with m.Elif(eq(align, A_WAIT)):
+            m.d.sync += [align.eq(A_ARM), started.eq(0)]
+            m.d.sync += [dcnt[p].eq(0) for p in range(n)]
+        with m.Elif(align == A_ARM):
+            m.d.sync += started.eq(started_next)
+            m.d.sync += [dcnt[p].eq(dcnt_next[p]) for p in range(n)]
+            with m.If(abort):
+                m.d.sync += align.eq(A_WAIT)
+                with m.If(self.o_align_failures != 0xFFFF):
+                    m.d.sync += self.o_align_failures.eq(self.o_align_failures + 1)
+            with m.Elif(started_next.all()):
+                m.d.sync += [align.eq(A_RUN), row_cnt.eq(0), primed.eq(0)]
+                m.d.sync += [delay[p].eq(dcnt_next[p]) for p in range(n)]
+        with m.Else():
+            m.d.sync += row_cnt.eq(Mux(row_cnt == P - 1, 0, row_cnt + 1))
+            with m.If(eq(row_cnt, 0)):
+                with m.If(~Cat(*row_ok).all()):
+                    m.d.sync += [align.eq(A_WAIT), primed.eq(0)]
+                    with m.If(self.o_align_failures != 0xFFFF):
+                        m.d.sync += self.o_align_failures.eq(self.o_align_failures + 1)
+            with m.Else():
+                m.d.sync += [hist.eq(hist_next), primed.eq(1)]
+                with m.If(primed):
+                    m.d.sync += self.o_data.valid.eq(1)
+                    for j in range(n):
+                        m.d.sync += [self.o_data.payload[j].data.eq(words[j][0]),
+                                     self.o_data.payload[j].ctrl.eq(words[j][1])]
+                    m.d.sync += self.o_decode_errors.eq(dec_sum)
+        return m

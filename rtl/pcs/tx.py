@@ -1,0 +1,120 @@
+"""Multi-lane 64b/66b PCS transmitter (IEEE 802.3 cl. 49 encoding, cl. 82 distribution)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from sim.pcs import (BlockType, SCRAMBLER_INIT, SYNC_CTRL, SYNC_DATA, WORD, check_params,
+                     control_word, marker_payload)
+
+from .common import bip8, eq
+from .xor import scrambler_step
+
+__all__ = ["PcsTx"]
+
+
+class PcsTx(wiring.Component):
+    """Encode, scramble, stripe and mark a word stream onto ``n_lanes`` PCS lanes.
+
+    Each accepted beat is one row of ``n_lanes`` words (word ``k`` of the beat is the
+    ``k``-th in stream order and goes to lane ``k``). Each word becomes a 66-bit block
+    (sync ``01`` data / ``10`` control in transmission order, IEEE 802.3 cl. 49.2.4); the
+    payloads are scrambled in stream order with G(x) = 1 + x^39 + x^58 (cl. 49.2.6, state
+    all ones after reset); every ``am_period`` rows one row of alignment markers
+    (cl. 82.2.7, Table 82-2 values, BIP3 per Table 82-4 over the lane's blocks from and
+    including the previous marker) replaces the data row. Bit-exact with
+    :func:`sim.pcs.transmit`.
+
+    Parameters
+    ----------
+    n_lanes : int
+        PCS lanes, 1..20 (one marker value per lane from Table 82-2).
+    am_period : int
+        Rows per marker period: one marker row then ``am_period - 1`` data rows
+        (16384 in 802.3 cl. 82).
+    serdes_width : int
+        Bits per lane per cycle on ``o_lanes``; only 66 (one block) is built so far.
+
+    Members
+    -------
+    i_data : In(stream.Signature(ArrayLayout(WORD, n_lanes)))
+        Client words: ``data`` (64 bits, bit 0 first on the wire) and ``ctrl``. A control
+        word carries a :class:`sim.pcs.BlockType` in its low octet.
+    o_lanes : Out(66).array(n_lanes)
+        One block per lane per cycle, bit 0 first on the wire.
+
+    Timing
+    ------
+    A beat accepted at cycle ``t`` appears on ``o_lanes`` at cycle ``t + 1`` (latency 1).
+    ``i_data.ready`` is high except in marker rows (one cycle in ``am_period``); when the
+    client offers nothing, a row of IDLE blocks is sent. Throughput: ``n_lanes`` words per
+    cycle, efficiency ``64/66 * (1 - 1/am_period)`` of the line. Reset: row counter 0 (the
+    first row after reset is a marker row with BIP3 = 0), scrambler state all ones.
+    """
+
+    def __init__(self, n_lanes: int = 4, am_period: int = 16384, serdes_width: int = 66):
+        check_params(n_lanes, am_period)
+        if serdes_width != 66:
+            raise ValueError(f"serdes_width={serdes_width!r}: only 66 is built (no gearbox yet)")
+        self.n_lanes = n_lanes
+        self.am_period = am_period
+        self.serdes_width = serdes_width
+        super().__init__({
+            "i_data": In(stream.Signature(data.ArrayLayout(WORD.layout(), n_lanes))),
+            "o_lanes": Out(66).array(n_lanes),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, P = self.n_lanes, self.am_period
+        row = Signal(range(P))
+        state = Signal(58, init=SCRAMBLER_INIT)
+        bips = [Signal(8, name=f"bip{k}") for k in range(n)]
+        is_marker = Signal()
+        take = Signal()
+        m.d.comb += [
+            is_marker.eq(eq(row, 0)),
+            self.i_data.ready.eq(~is_marker),
+            take.eq(self.i_data.valid & ~is_marker),
+        ]
+        m.d.sync += row.eq(Mux(row == P - 1, 0, row + 1))
+        idle = control_word(BlockType.IDLE)
+        words, syncs = [], []
+        for k in range(n):
+            w = self.i_data.payload[k]
+            d = Signal(64, name=f"word{k}")
+            c = Signal(name=f"ctrl{k}")
+            with m.If(take):
+                m.d.comb += [d.eq(w.data), c.eq(w.ctrl)]
+            with m.Else():
+                m.d.comb += [d.eq(idle), c.eq(1)]
+            words.append(d)
+            syncs.append(Signal(2, name=f"sync{k}"))
+            m.d.comb += syncs[k].eq(Mux(c, SYNC_CTRL, SYNC_DATA))
+        # one 64-bit scrambler step per lane, chained through the state in stream order
+        # (smaller than one 64*n-bit step: the equations of a wide step grow as n^2)
+        scr = Signal(64 * n)
+        st = state
+        for k in range(n):
+            out, st_next = scrambler_step(st, words[k])
+            st = Signal(58, name=f"scr_state{k}")
+            m.d.comb += [scr[64 * k:64 * k + 64].eq(out), st.eq(st_next)]
+        next_state = st
+        marker_bip = 0x08  # BIP8 of any marker: its octets cancel, sync '10' sets bit 3
+        for k in range(n):
+            block = Signal(66, name=f"block{k}")
+            m.d.comb += block.eq(Cat(syncs[k], scr[64 * k:64 * k + 64]))
+            base = marker_payload(k, 0)
+            marker = Cat(Const(SYNC_CTRL, 2),
+                         Const(base & 0xFFFFFF, 24), bips[k],
+                         Const((base >> 32) & 0xFFFFFF, 24), ~bips[k])
+            with m.If(is_marker):
+                m.d.sync += [self.o_lanes[k].eq(marker), bips[k].eq(marker_bip)]
+            with m.Else():
+                m.d.sync += [self.o_lanes[k].eq(block), bips[k].eq(bips[k] ^ bip8(block))]
+        with m.If(~is_marker):
+            m.d.sync += state.eq(next_state)
+        return m
+

@@ -1,0 +1,571 @@
+"""Multi-lane 64b/66b PCS golden model (IEEE 802.3 cl. 49 blocks, cl. 82 lanes), pure numpy.
+
+Transmit (:func:`transmit`, vectorized over blocks): a stream of rows of ``n_lanes`` words
+(each 64 data bits plus a control flag) becomes one 66-bit block per lane per row:
+
+- encode (cl. 49.2.4): sync header ``01`` for data, ``10`` for control in transmission order,
+  i.e. the integer ``SYNC_DATA = 2`` / ``SYNC_CTRL = 1`` with the first bit in bit 0; the
+  64-bit payload is the word itself, bit 0 first on the wire;
+- scramble the payloads only, in stream order (row by row, lane 0 first) with the
+  self-synchronizing scrambler G(x) = 1 + x^39 + x^58 (cl. 49.2.6): per bit in transmission
+  order ``out = in ^ s[38] ^ s[57]``, then ``out`` shifts into ``s[0]`` (state integer: bit
+  ``k`` is ``s[k]``). (A private copy, :func:`scramble`/:func:`descramble`, until the
+  project's shared scrambler model is committed; the tests check it bit-serially.)
+- deal the blocks round robin to the lanes (row ``r``, lane ``k`` = block ``r*n_lanes + k``);
+- every ``am_period`` rows, one row of alignment markers (cl. 82.2.7): row 0 after reset is a
+  marker row, then ``am_period - 1`` data rows, and so on. Markers are not scrambled and do
+  not advance the scrambler.
+
+Marker (cl. 82.2.7, Figure 82-6): control sync header, payload octets
+``M0 M1 M2 BIP3 ~M0 ~M1 ~M2 BIP7`` with octet 0 first on the wire (LSB first within an
+octet) and ``BIP7 = ~BIP3``. ``M0 M1 M2`` for PCS lane ``k`` are the 100GBASE-R values of
+IEEE 802.3 Table 82-2 (= ITU-T G.709 Table E.2), :data:`MARKERS_100G`; they were taken from
+the reference model in enjoy-digital/liteeth ``test/model/pcs_100g.py`` (commit f338fc9),
+which cites the same two tables, and lanes 0-3 of the 40GBASE-R table (:data:`MARKERS_40G`)
+and lane 0 of 100GBASE-R are checked against /work/shared/FACTS.md by the tests.
+
+BIP (cl. 82.2.8, Table 82-4): bit ``i`` of BIP8 is the even parity of payload bits
+``8j + i`` of every block; sync bit 0 joins BIP bit 3 and sync bit 1 joins BIP bit 4. BIP3
+of a marker covers the lane's blocks from and including the previous marker up to but not
+including this one (the first marker after reset covers nothing: BIP3 = 0).
+
+Receive (:class:`Receiver`): a cycle-level model of the ``pcs-rx`` RTL, one raw (unaligned)
+66-bit chunk per lane per cycle; see ``docs/pcs.md`` for the state machines. Its registers
+after cycle ``t`` equal the RTL's registers after the same clock edge, which the tests check.
+
+Project control block types (:class:`BlockType`): the low octet of a control word's payload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+from sim.bitfields import Fields
+
+__all__ = [
+    "SYNC_DATA", "SYNC_CTRL", "WORD", "BLOCK", "CONTROL", "MARKER", "BlockType",
+    "MARKERS_100G", "MARKERS_40G", "MAX_LANES", "SCRAMBLER_INIT", "LOCK_GOOD", "LOCK_WINDOW",
+    "LOCK_BAD", "AM_BAD_LIMIT", "HI_BER_LIMIT", "BER_WINDOW_10G", "bip8", "marker_payload",
+    "marker_id", "encode", "transmit", "scramble", "descramble", "scramble_matrices", "TxResult", "Receiver", "check_params", "VECTORS",
+]
+
+#: Sync headers as integers, first transmitted bit in bit 0 (cl. 49.2.4.3).
+SYNC_DATA = 2
+SYNC_CTRL = 1
+
+#: One word of the PCS client stream (the link layer's flits and idles).
+WORD = Fields([("data", 64), ("ctrl", 1)])
+#: One 66-bit block, bit 0 first on the wire.
+BLOCK = Fields([("sync", 2), ("payload", 64)])
+#: The payload of a control block: block type in the first octet.
+CONTROL = Fields([("type", 8), ("body", 56)])
+#: The payload of an alignment marker (cl. 82.2.7): octet 0 first on the wire.
+MARKER = Fields([("m0", 8), ("m1", 8), ("m2", 8), ("bip3", 8),
+                 ("m4", 8), ("m5", 8), ("m6", 8), ("bip7", 8)])
+
+
+class BlockType(IntEnum):
+    """Control block types of fusionfabric (first payload octet of a control block).
+
+    Values follow the cl. 49 type-field code points so that any two differ in 4 bits.
+    """
+    #: Filler: sent whenever the client has no word; the receiver delivers it (the link
+    #: layer ignores it). Body is zero.
+    IDLE = 0x1E
+    #: First word of a flit; the 56-bit body carries flit header bits.
+    START = 0x33
+    #: A 56-bit link-layer message (credits, acks) carried verbatim.
+    MESSAGE = 0x4B
+    #: Error: what the receiver delivers for a block with an invalid sync header or an
+    #: unknown control type (each counted); a transmitter may send it to poison a flit.
+    ERROR = 0x55
+
+
+KNOWN_TYPES = tuple(int(t) for t in BlockType)
+
+#: IEEE 802.3 Table 82-2 (100GBASE-R), = ITU-T G.709 Table E.2: (M0, M1, M2) per PCS lane.
+MARKERS_100G = (
+    (0xC1, 0x68, 0x21), (0x9D, 0x71, 0x8E), (0x59, 0x4B, 0xE8), (0x4D, 0x95, 0x7B),
+    (0xF5, 0x07, 0x09), (0xDD, 0x14, 0xC2), (0x9A, 0x4A, 0x26), (0x7B, 0x45, 0x66),
+    (0xA0, 0x24, 0x76), (0x68, 0xC9, 0xFB), (0xFD, 0x6C, 0x99), (0xB9, 0x91, 0x55),
+    (0x5C, 0xB9, 0xB2), (0x1A, 0xF8, 0xBD), (0x83, 0xC7, 0xCA), (0x35, 0x36, 0xCD),
+    (0xC4, 0x31, 0x4C), (0xAD, 0xD6, 0xB7), (0x5F, 0x66, 0x2A), (0xC0, 0xF0, 0xE5),
+)
+#: IEEE 802.3 Table 82-3 (40GBASE-R), for reference only (fusionfabric uses MARKERS_100G).
+MARKERS_40G = ((0x90, 0x76, 0x47), (0xF0, 0xC4, 0xE6), (0xC5, 0x65, 0x9B), (0xA2, 0x79, 0x3D))
+MAX_LANES = len(MARKERS_100G)
+
+#: Scrambler state after reset (all ones), TX side.
+SCRAMBLER_INIT = (1 << 58) - 1
+
+# Block lock (cl. 49.2.13.2.2, Figure 49-12) and BER monitor (Figure 49-13) constants.
+LOCK_GOOD = 64     #: consecutive valid sync headers to gain block lock
+LOCK_WINDOW = 64   #: window of headers in which ...
+LOCK_BAD = 16      #: ... this many invalid headers lose block lock (and slip)
+AM_BAD_LIMIT = 4   #: consecutive bad markers that lose marker lock (cl. 82.2.18.3)
+HI_BER_LIMIT = 16  #: invalid headers within one BER window that raise hi_ber
+#: 125 us (cl. 49 BER window) at 10.3125 GBd, in 66-bit blocks: 125e-6 * 10.3125e9 / 66.
+BER_WINDOW_10G = 19531
+
+M64 = (1 << 64) - 1
+M66 = (1 << 66) - 1
+
+
+def check_params(n_lanes: int = 4, am_period: int = 16384, max_skew: int | None = None,
+                 ber_window: int | None = None) -> None:
+    """Raise ``ValueError`` naming a bad PCS parameter (shared by model and RTL)."""
+    if not isinstance(n_lanes, int) or not 1 <= n_lanes <= MAX_LANES:
+        raise ValueError(f"n_lanes={n_lanes!r} must be an integer in 1..{MAX_LANES}")
+    if not isinstance(am_period, int) or am_period < 2:
+        raise ValueError(f"am_period={am_period!r} must be an integer >= 2")
+    if max_skew is not None:
+        if not isinstance(max_skew, int) or max_skew < 0:
+            raise ValueError(f"max_skew={max_skew!r} must be a non-negative integer")
+        if am_period < 2 * max_skew + 3:
+            raise ValueError(f"am_period={am_period} must be >= 2*max_skew+3 = "
+                             f"{2 * max_skew + 3} so that deskew is unambiguous")
+    if ber_window is not None and (not isinstance(ber_window, int) or ber_window < 1):
+        raise ValueError(f"ber_window={ber_window!r} must be a positive integer")
+
+
+# -- scrambler (cl. 49.2.6), 64-bit words, bit 0 first ----------------------------------------
+M58 = (1 << 58) - 1
+M39 = (1 << 39) - 1
+M25 = (1 << 25) - 1
+
+
+def _rev58(x: int) -> int:
+    return int(f"{x & M58:058b}"[::-1], 2)
+
+
+def scramble(words, state: int = SCRAMBLER_INIT) -> tuple[list[int], int]:
+    """Scramble 64-bit words (bit 0 first on the wire); returns ``(out, state_after)``.
+
+    Works on the chronological history ``c`` (bit ``i`` = output ``58 - i`` bits ago, so
+    ``c = reverse(s)``): ``out[j] = in[j] ^ S[j + 19] ^ S[j]`` with ``S = c | out << 58``,
+    computed in two chunks (39 and 25 bits) since no bit depends on another of its chunk.
+    """
+    c = _rev58(state)
+    out = []
+    for x in words:
+        x = int(x)
+        a = (x ^ (c >> 19) ^ c) & M39
+        b = ((x >> 39) ^ a ^ ((c >> 39) | (a << 19))) & M25
+        o = a | b << 39
+        out.append(o)
+        c = o >> 6
+    return out, _rev58(c)
+
+
+def descramble(words, state: int = 0) -> tuple[list[int], int]:
+    """Descramble 64-bit words; returns ``(out, state_after)`` (state as in :func:`scramble`:
+    the last 58 received bits, ``s[0]`` newest)."""
+    y = np.array([int(w) for w in words], dtype=np.uint64)
+    if not y.size:
+        return [], state
+    c = np.empty_like(y)
+    c[0] = _rev58(state)
+    c[1:] = y[:-1] >> np.uint64(6)
+    out = y ^ ((c >> np.uint64(19)) | (y << np.uint64(39))) ^ (c | (y << np.uint64(58)))
+    return [int(v) for v in out], _rev58(int(y[-1]) >> 6)
+
+
+def scramble_matrices(descrambler: bool = False):
+    """GF(2) matrices of one 64-bit (de)scrambler step, by probing :func:`scramble` /
+    :func:`descramble` with unit vectors (the step is linear): ``(out_from_state (64, 58),
+    out_from_data (64, 64), next_from_state (58, 58), next_from_data (58, 64))``."""
+    fn = descramble if descrambler else scramble
+    os_ = np.zeros((64, 58), np.uint8)
+    od = np.zeros((64, 64), np.uint8)
+    ns = np.zeros((58, 58), np.uint8)
+    nd = np.zeros((58, 64), np.uint8)
+    for j in range(58):
+        (o,), st = fn([0], 1 << j)
+        os_[:, j] = [(o >> i) & 1 for i in range(64)]
+        ns[:, j] = [(st >> i) & 1 for i in range(58)]
+    for j in range(64):
+        (o,), st = fn([1 << j], 0)
+        od[:, j] = [(o >> i) & 1 for i in range(64)]
+        nd[:, j] = [(st >> i) & 1 for i in range(58)]
+    return os_, od, ns, nd
+
+
+# -- blocks ---------------------------------------------------------------------------------
+def bip8(sync, payload) -> np.ndarray:
+    """BIP8 of blocks per IEEE 802.3 Table 82-4 (vectorized); returns ``uint8``."""
+    payload = np.atleast_1d(np.asarray(payload, dtype=np.uint64))
+    sync = np.atleast_1d(np.asarray(sync, dtype=np.uint8))
+    octets = payload.astype("<u8").view(np.uint8).reshape(-1, 8)
+    b = np.bitwise_xor.reduce(octets, axis=1)
+    return b ^ ((sync & 1) << 3).astype(np.uint8) ^ (((sync >> 1) & 1) << 4).astype(np.uint8)
+
+
+def _bip8_int(block: int) -> int:
+    return int(bip8([block & 3], [block >> 2])[0])
+
+
+def marker_payload(lane: int, bip3: int) -> int:
+    """The 64-bit payload of the alignment marker of PCS lane ``lane`` with ``bip3``."""
+    m0, m1, m2 = MARKERS_100G[lane]
+    return MARKER.pack(m0=m0, m1=m1, m2=m2, bip3=bip3, m4=m0 ^ 0xFF, m5=m1 ^ 0xFF,
+                       m6=m2 ^ 0xFF, bip7=bip3 ^ 0xFF)
+
+
+_MARKER_LOOKUP = {m0 | m1 << 8 | m2 << 16: k for k, (m0, m1, m2) in enumerate(MARKERS_100G)}
+
+
+def marker_id(block: int) -> int | None:
+    """Lane id of a 66-bit block that is a marker (control header, ``M4..M6 = ~M0..M2``
+    and ``M0..M2`` in Table 82-2), else ``None``. BIP3/BIP7 do not take part."""
+    if block & 3 != SYNC_CTRL:
+        return None
+    p = block >> 2
+    low, high = p & 0xFFFFFF, (p >> 32) & 0xFFFFFF
+    if high != low ^ 0xFFFFFF:
+        return None
+    return _MARKER_LOOKUP.get(low)
+
+
+def encode(data, ctrl) -> tuple[np.ndarray, np.ndarray]:
+    """64b/66b encode words: ``(sync, payload)`` arrays (payload not yet scrambled)."""
+    data = np.asarray(data, dtype=np.uint64)
+    ctrl = np.asarray(ctrl, dtype=bool)
+    return np.where(ctrl, SYNC_CTRL, SYNC_DATA).astype(np.uint8), data.copy()
+
+
+def control_word(kind: int, body: int = 0) -> int:
+    """The 64-bit data of a control word of type ``kind``."""
+    return CONTROL.pack(type=int(kind), body=int(body))
+
+
+# -- transmit -------------------------------------------------------------------------------
+@dataclass
+class TxResult:
+    """Per-lane blocks: ``sync[k, r]`` and ``payload[k, r]`` of lane ``k``, row ``r``."""
+    sync: np.ndarray
+    payload: np.ndarray
+    is_marker: np.ndarray
+    state: int
+    bip: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
+
+    def blocks(self, lane: int) -> list[int]:
+        """Lane ``lane`` as 66-bit integers (bit 0 first on the wire)."""
+        return [int(s) | int(p) << 2 for s, p in zip(self.sync[lane], self.payload[lane])]
+
+
+def transmit(data, ctrl, n_lanes: int, am_period: int, state: int = SCRAMBLER_INIT,
+             row0: int = 0, bip=None) -> TxResult:
+    """Encode, scramble, stripe and mark the data rows sent by a ``pcs-tx``.
+
+    ``data``/``ctrl``: the words of the data rows in stream order (``len`` a multiple of
+    ``n_lanes``); a row the client left idle is ``n_lanes`` IDLE control words. ``row0`` is
+    the row counter (mod ``am_period``) of the first row, ``state`` the scrambler state and
+    ``bip`` the per-lane BIP accumulators before it (defaults: right after reset). The
+    result has every output row in order, marker rows included.
+    """
+    check_params(n_lanes, am_period)
+    data = np.asarray(data, dtype=np.uint64).reshape(-1)
+    ctrl = np.asarray(ctrl, dtype=bool).reshape(-1)
+    if data.shape != ctrl.shape or data.size % n_lanes:
+        raise ValueError(f"{data.size} data words and {ctrl.size} ctrl flags: need equal "
+                         f"lengths, a multiple of n_lanes={n_lanes}")
+    sync, payload = encode(data, ctrl)
+    scr, state = scramble(payload, state)
+    payload = np.array(scr, dtype=np.uint64)
+    d_rows = data.size // n_lanes
+    sync = sync.reshape(d_rows, n_lanes)
+    payload = payload.reshape(d_rows, n_lanes)
+    # output row index of each data row, marker rows where (row0 + r) % am_period == 0
+    rows, markers = [], []
+    r = row0 % am_period
+    out_index = []
+    for _ in range(d_rows):
+        while r % am_period == 0:
+            markers.append(len(out_index) + len(markers))
+            r += 1
+        out_index.append(len(out_index) + len(markers))
+        r += 1
+    total = len(out_index) + len(markers)
+    o_sync = np.zeros((total, n_lanes), np.uint8)
+    o_pay = np.zeros((total, n_lanes), np.uint64)
+    is_m = np.zeros(total, bool)
+    is_m[markers] = True
+    o_sync[out_index] = sync
+    o_pay[out_index] = payload
+    # BIP per lane over segments that start at (and include) each marker
+    acc = np.zeros(n_lanes, np.uint8) if bip is None else np.array(bip, np.uint8)
+    data_bip = bip8(sync.reshape(-1), payload.reshape(-1)).reshape(d_rows, n_lanes) \
+        if d_rows else np.zeros((0, n_lanes), np.uint8)
+    bips = np.zeros((total, n_lanes), np.uint8)
+    bips[out_index] = data_bip
+    marker_bip = np.uint8(_bip8_int(SYNC_CTRL | marker_payload(0, 0) << 2))  # 0x08
+    prev = 0
+    for m in markers:
+        if m > prev:
+            acc = acc ^ np.bitwise_xor.reduce(bips[prev:m], axis=0)
+        for k in range(n_lanes):
+            o_sync[m, k] = SYNC_CTRL
+            o_pay[m, k] = marker_payload(k, int(acc[k]))
+        acc = np.full(n_lanes, marker_bip, np.uint8)
+        prev = m + 1
+    if total > prev:
+        acc = acc ^ np.bitwise_xor.reduce(bips[prev:total], axis=0)
+    return TxResult(sync=o_sync.T.copy(), payload=o_pay.T.copy(), is_marker=is_m,
+                    state=state, bip=acc)
+
+
+def idle_row(n_lanes: int) -> tuple[list[int], list[int]]:
+    return [control_word(BlockType.IDLE)] * n_lanes, [1] * n_lanes
+
+
+# -- receive --------------------------------------------------------------------------------
+HUNT, CHECK, LOCKED = 0, 1, 2          # marker-lock states
+A_WAIT, A_ARM, A_RUN = 0, 1, 2         # alignment states
+ERROR_WORD = (int(BlockType.ERROR), 1)
+
+
+def _desc_row(payloads: list[int], hist: int) -> tuple[list[int], int]:
+    out, hist = descramble(payloads, hist)
+    return out, hist
+
+
+def decode(sync: int, payload: int) -> tuple[int, int, bool]:
+    """Decode one descrambled block: ``(data, ctrl, error)``."""
+    if sync == SYNC_DATA:
+        return payload, 0, False
+    if sync == SYNC_CTRL and (payload & 0xFF) in KNOWN_TYPES:
+        return payload, 1, False
+    return int(BlockType.ERROR), 1, True
+
+
+class Receiver:
+    """Cycle-level model of ``pcs-rx``: call :meth:`step` once per clock with one raw
+    66-bit chunk per physical lane (bit 0 first on the wire). Attributes after a step are
+    the RTL's registers after that clock edge."""
+
+    def __init__(self, n_lanes: int, am_period: int, max_skew: int, ber_window: int):
+        check_params(n_lanes, am_period, max_skew, ber_window)
+        self.n_lanes, self.am_period = n_lanes, am_period
+        self.max_skew, self.ber_window = max_skew, ber_window
+        n = n_lanes
+        z = lambda v=0: [v] * n  # noqa: E731
+        # stage 1: bit alignment and block lock
+        self.prev, self.offset, self.lock = z(), z(), z()
+        self.sh_cnt, self.sh_bad = z(), z()
+        self.ber_cnt, self.ber_timer, self.hi_ber = z(), z(), z()
+        self.slips = z()
+        self.b1, self.b1_ok = z(), z()
+        # stage 2: marker lock, BIP
+        self.am_state, self.am_lock, self.am_id = z(HUNT), z(), z()
+        self.am_cnt, self.am_bad, self.bip_acc, self.bip_errors = z(), z(), z(), z()
+        self.buf = [[0] * (max_skew + 1) for _ in range(n)]
+        # alignment and output
+        self.align, self.started, self.dcnt, self.delay = A_WAIT, z(), z(), z()
+        self.row_cnt, self.primed, self.hist = 0, 0, 0
+        self.link_up = 0
+        self.out_valid, self.out_words = 0, [(0, 0)] * n
+        self.decode_errors = 0
+        self.align_failures = 0
+        self.cycle = 0
+
+    # combinational helpers
+    def _ids_ok(self) -> bool:
+        return sorted(self.am_id) == list(range(self.n_lanes))
+
+    def step(self, chunks) -> None:
+        n, P = self.n_lanes, self.am_period
+        nx = {k: (list(v) if isinstance(v, list) else v) for k, v in vars(self).items()
+              if k != "buf"}
+        nbuf = [list(b) for b in self.buf]
+        for p in range(n):
+            x = int(chunks[p]) & M66
+            blk = (((x << 66) | self.prev[p]) >> self.offset[p]) & M66
+            nx["prev"][p] = x
+            nx["b1"][p] = blk
+            nx["b1_ok"][p] = self.lock[p]
+            # -- block lock, Figure 49-12 collapsed to one header per cycle --
+            valid = (blk & 3) in (SYNC_DATA, SYNC_CTRL)
+            cnt = self.sh_cnt[p] + 1
+            bad = self.sh_bad[p] + (0 if valid else 1)
+            lock = self.lock[p]
+            slip = False
+            if valid:
+                if cnt == LOCK_WINDOW:
+                    if bad == 0:
+                        lock = 1
+                    cnt, bad = 0, 0
+            else:
+                if bad == LOCK_BAD or not self.lock[p]:
+                    slip, lock, cnt, bad = True, 0, 0, 0
+                elif cnt == LOCK_WINDOW:
+                    cnt, bad = 0, 0
+            nx["sh_cnt"][p], nx["sh_bad"][p], nx["lock"][p] = cnt, bad, lock
+            if slip:
+                nx["offset"][p] = (self.offset[p] + 1) % 66
+                nx["slips"][p] = min(self.slips[p] + 1, 0xFFFF)
+            # -- BER monitor, Figure 49-13 (counts while block-locked) --
+            if not self.lock[p]:
+                nx["ber_cnt"][p], nx["ber_timer"][p], nx["hi_ber"][p] = 0, 0, 0
+            else:
+                c = min(self.ber_cnt[p] + (0 if valid else 1), HI_BER_LIMIT)
+                if self.ber_timer[p] == self.ber_window - 1:
+                    nx["ber_timer"][p], nx["ber_cnt"][p] = 0, 0
+                    nx["hi_ber"][p] = int(c >= HI_BER_LIMIT)
+                else:
+                    nx["ber_timer"][p], nx["ber_cnt"][p] = self.ber_timer[p] + 1, c
+                    nx["hi_ber"][p] = int(self.hi_ber[p] or c >= HI_BER_LIMIT)
+            # -- marker lock and BIP on b1 --
+            b = self.b1[p]
+            mid = marker_id(b)
+            st = self.am_state[p]
+            nbuf[p] = [b] + self.buf[p][:-1]
+            if not self.b1_ok[p]:
+                nx["am_state"][p], nx["am_lock"][p], nx["am_bad"][p] = HUNT, 0, 0
+            elif st == HUNT:
+                if mid is not None:
+                    nx["am_state"][p], nx["am_id"][p] = CHECK, mid
+                    nx["am_cnt"][p] = 1 % P
+                    nx["bip_acc"][p] = _bip8_int(b)
+            else:
+                if self.am_cnt[p] == 0:
+                    match = mid is not None and mid == self.am_id[p]
+                    if st == LOCKED or match:
+                        if ((b >> 26) & 0xFF) != self.bip_acc[p]:
+                            nx["bip_errors"][p] = min(self.bip_errors[p] + 1, 0xFFFF)
+                    nx["bip_acc"][p] = _bip8_int(b)
+                    if st == CHECK:
+                        if match:
+                            nx["am_state"][p], nx["am_lock"][p], nx["am_bad"][p] = LOCKED, 1, 0
+                        else:
+                            nx["am_state"][p] = HUNT
+                    else:
+                        if match:
+                            nx["am_bad"][p] = 0
+                        elif self.am_bad[p] + 1 == AM_BAD_LIMIT:
+                            nx["am_state"][p], nx["am_lock"][p], nx["am_bad"][p] = HUNT, 0, 0
+                        else:
+                            nx["am_bad"][p] = self.am_bad[p] + 1
+                else:
+                    nx["bip_acc"][p] = self.bip_acc[p] ^ _bip8_int(b)
+                nx["am_cnt"][p] = (self.am_cnt[p] + 1) % P
+        # -- lane alignment (deskew + reorder), global --
+        all_ok = all(self.am_lock) and self._ids_ok()
+        nx["out_valid"] = 0
+        if not all_ok:
+            nx["align"], nx["primed"] = A_WAIT, 0
+        elif self.align == A_WAIT:
+            nx["align"], nx["started"], nx["dcnt"] = A_ARM, [0] * n, [0] * n
+        elif self.align == A_ARM:
+            abort = False
+            for p in range(n):
+                if self.started[p]:
+                    nx["dcnt"][p] = self.dcnt[p] + 1
+                    if self.dcnt[p] + 1 > self.max_skew:
+                        abort = True
+                elif self.am_state[p] == LOCKED and self.am_cnt[p] == 0:
+                    nx["started"][p], nx["dcnt"][p] = 1, 0
+            if abort:
+                nx["align"] = A_WAIT
+                nx["align_failures"] = min(self.align_failures + 1, 0xFFFF)
+            elif all(nx["started"]):
+                nx["align"], nx["delay"], nx["row_cnt"], nx["primed"] = \
+                    A_RUN, list(nx["dcnt"]), 0, 0
+        else:  # A_RUN
+            row = [self.buf[p][self.delay[p]] for p in range(n)]
+            nx["row_cnt"] = (self.row_cnt + 1) % P
+            if self.row_cnt == 0:
+                if any(marker_id(row[p]) != self.am_id[p] for p in range(n)):
+                    nx["align"], nx["primed"] = A_WAIT, 0
+                    nx["align_failures"] = min(self.align_failures + 1, 0xFFFF)
+            else:
+                logical = [0] * n
+                for p in range(n):
+                    logical[self.am_id[p]] = row[p]
+                pays, hist = _desc_row([blk >> 2 for blk in logical], self.hist)
+                nx["hist"] = hist
+                nx["primed"] = 1
+                if self.primed:
+                    words, errs = [], 0
+                    for blk, pay in zip(logical, pays):
+                        d, c, e = decode(blk & 3, pay)
+                        words.append((d, c))
+                        errs += e
+                    nx["out_valid"], nx["out_words"] = 1, words
+                    nx["decode_errors"] = min(self.decode_errors + errs, 0xFFFF)
+        nx["link_up"] = int(nx["align"] == A_RUN)
+        for k, v in nx.items():
+            setattr(self, k, v)
+        self.buf = nbuf
+        self.cycle += 1
+
+    def run(self, chunk_rows):
+        """Step over ``chunk_rows`` (cycles x lanes); returns the delivered words (in order)
+        and per-cycle traces of ``lock``, ``am_lock`` and ``link_up``."""
+        words, lock, am, up = [], [], [], []
+        for row in chunk_rows:
+            self.step(row)
+            if self.out_valid:
+                words.extend(self.out_words)
+            lock.append(list(self.lock))
+            am.append(list(self.am_lock))
+            up.append(self.link_up)
+        return {"words": words, "lock": np.array(lock), "am_lock": np.array(am),
+                "link_up": np.array(up)}
+
+
+# -- vectors --------------------------------------------------------------------------------
+def _int_param(params: dict, key: str, default: int) -> int:
+    try:
+        return int(params.get(key, str(default)), 0)
+    except ValueError:
+        raise ValueError(f"{key}={params[key]!r} is not an integer") from None
+
+
+def random_rows(rng: np.random.Generator, n_rows: int, n_lanes: int,
+                p_ctrl: float = 0.2) -> tuple[np.ndarray, np.ndarray]:
+    """Random words: data with probability ``1 - p_ctrl``, else a control word of a random
+    known type (random body, except IDLE whose body is zero)."""
+    total = n_rows * n_lanes
+    data = rng.integers(0, 1 << 63, size=total, dtype=np.uint64) * np.uint64(2) \
+        + rng.integers(0, 2, size=total, dtype=np.uint64)
+    ctrl = rng.random(total) < p_ctrl
+    kinds = rng.choice(np.array(KNOWN_TYPES, dtype=np.uint64), size=total)
+    body = data >> np.uint64(8)
+    body = np.where(kinds == np.uint64(BlockType.IDLE), np.uint64(0), body)
+    data = np.where(ctrl, (body << np.uint64(8)) | kinds, data)
+    return data.astype(np.uint64), ctrl
+
+
+def _vectors_pcs(params: dict, seed: int, count: int) -> dict:
+    known = {"n_lanes", "am_period", "rows"}
+    for key in params:
+        if key not in known:
+            raise ValueError(f"unknown parameter {key!r} (known: {', '.join(sorted(known))})")
+    n_lanes = _int_param(params, "n_lanes", 4)
+    am_period = _int_param(params, "am_period", 16)
+    rows = _int_param(params, "rows", 40)
+    check_params(n_lanes, am_period)
+    if rows < 1:
+        raise ValueError(f"rows={rows} must be positive")
+    rng = np.random.default_rng(seed)
+    vectors = []
+    for _ in range(count):
+        data, ctrl = random_rows(rng, rows, n_lanes)
+        tx = transmit(data, ctrl, n_lanes, am_period)
+        vectors.append({
+            "words": [{"data": f"{int(d):016x}", "ctrl": int(c)} for d, c in zip(data, ctrl)],
+            "lanes": [[f"{b:017x}" for b in tx.blocks(k)] for k in range(n_lanes)],
+            "marker_rows": [int(i) for i in np.flatnonzero(tx.is_marker)],
+        })
+    return {"params": {"n_lanes": n_lanes, "am_period": am_period, "rows": rows,
+                       "scrambler_init": f"{SCRAMBLER_INIT:x}",
+                       "block_format": "66-bit hex, bit 0 first on the wire: bits 1:0 sync "
+                                       "(2 data, 1 control), bits 65:2 payload",
+                       "first_row": "alignment markers (reset state)"},
+            "vectors": vectors}
+
+
+VECTORS = {"pcs": _vectors_pcs}

@@ -1,0 +1,1 @@
+"""PCS testbenches: Amaranth-simulator harness (:mod:`.harness`) and cocotb tests."""
