@@ -121,6 +121,8 @@ class PhysParams:
     align_markers: bool = _f(False, "IEEE 802.3 cl. 82 markers: 1 block in 16,384 per lane")
     flit_bytes: int = _f(16, "bytes on the wire per flit (header included)", lo=1)
     payload_bytes: int = _f(16, "payload bytes per flit (<= flit_bytes)", lo=1)
+    header_flits: int = _f(0, "header flits per packet (NVLink 1: 1 per 16 data flits)",
+                           lo=0)
 
 
 SECTIONS = {"switch": SwitchParams, "link": LinkParams, "traffic": TrafficParams,
@@ -162,6 +164,9 @@ class Config:
                               f"switch.n_ports={self.switch.n_ports}")
         if self.traffic.pattern == "trace" and not self.traffic.trace_file:
             raise ConfigError("traffic.pattern=trace needs traffic.trace_file=FILE")
+        if self.phys.header_flits >= self.traffic.packet_size and self.phys.header_flits:
+            raise ConfigError(f"phys.header_flits={self.phys.header_flits} must be below "
+                              f"traffic.packet_size={self.traffic.packet_size}")
         parse_loads(self.run.loads)
         return self
 
@@ -246,17 +251,18 @@ def parse_loads(text: str) -> list[float]:
             parts = text.split(":")
             if len(parts) != 3:
                 raise ValueError
-            start, stop, step = (float(p) for p in parts)
-            if step <= 0:
-                raise ConfigError(f"loads {text!r}: STEP must be positive")
-            n = int(round((stop - start) / step)) + 1
-            if n < 1:
-                raise ConfigError(f"loads {text!r}: STOP is below START")
-            loads = [round(start + k * step, 10) for k in range(n)]
+            start, stop, step = (float(q) for q in parts)
         else:
-            loads = [float(p) for p in text.split(",") if p.strip()]
+            loads = [float(q) for q in text.split(",") if q.strip()]
     except ValueError:
         raise ConfigError(f"loads {text!r} is not START:STOP:STEP or a comma list") from None
+    if ":" in text:
+        if step <= 0:
+            raise ConfigError(f"loads {text!r}: STEP must be positive")
+        n = int(round((stop - start) / step)) + 1
+        if n < 1:
+            raise ConfigError(f"loads {text!r}: STOP is below START")
+        loads = [round(start + k * step, 10) for k in range(n)]
     if not loads:
         raise ConfigError(f"loads {text!r} is empty")
     for x in loads:
@@ -278,11 +284,12 @@ def load_config(path: str | Path | None = None, sets: list[str] | None = None,
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
         for section, table in doc.items():
+            if not isinstance(table, dict):
+                raise ConfigError(f"{p}: top-level {section} = {table!r} must be a table "
+                                  f"(put it under one of [{'], ['.join(SECTIONS)}])")
             if section not in SECTIONS:
                 raise ConfigError(f"{p}: unknown section [{section}] "
                                   f"(sections: {', '.join(SECTIONS)})")
-            if not isinstance(table, dict):
-                raise ConfigError(f"{p}: {section} must be a table [{section}]")
             for key, value in table.items():
                 cfg.set(f"{section}.{key}", value)
     for item in sets or []:

@@ -1,0 +1,103 @@
+"""``fusionfabric sweep``: offered-load sweep of the cycle-level fabric model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sim.cli import CliError
+
+NAME = "sweep"
+HELP = "sweep offered load on the cycle-level switch+link model (BookSim-style statistics)"
+
+
+def add_arguments(p):
+    from sim.fabric.cliutil import add_config_arguments
+
+    add_config_arguments(p)
+    p.add_argument("--pattern", default=None, help="traffic.pattern (uniform, permutation, "
+                   "transpose, hotspot, bursty, alltoall, moe_dispatch, moe_combine, ring, "
+                   "trace)")
+    p.add_argument("--loads", default=None, help="run.loads: START:STOP:STEP or a,b,c")
+    p.add_argument("--cycles", default=None, help="run.cycles: sample-period cycles")
+    p.add_argument("--trace", default=None, help="traffic.trace_file (implies --pattern "
+                   "trace): CSV or JSONL with cycle,source,destination,size")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the full result as JSON")
+    out.add_argument("--csv", action="store_true", help="print one CSV row per point")
+    p.add_argument("--plot", metavar="FILE", help="write latency/throughput plots (png, "
+                   "svg, pdf)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the JSON/CSV/table here")
+    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="progress bar on stderr (auto: only on a terminal)")
+
+
+def format_table(r) -> str:
+    from sim.fabric.phys import rack_report
+
+    cfg = r["config"]
+    from sim.fabric.config import PhysParams
+    phys = PhysParams(**cfg["phys"])
+    n = cfg["switch"]["n_ports"]
+    lines = [f"# {cfg['traffic']['pattern']} on {n} ports, mode {cfg['switch']['mode']}, "
+             f"depth {cfg['switch']['depth']}, iSLIP iterations {r['iterations']}, "
+             f"seed {r['seed']}, engine {r['engine']}",
+             f"# sample {cfg['run']['cycles']} cycles after {r['window'][0]} warm-up; "
+             f"{r['cycles_simulated']} cycles x {r['batch']} points in "
+             f"{r['wall_seconds']:.2f} s = {r['point_cycles_per_second']:.0f} "
+             f"point-cycles/s",
+             f"{'load':>5} {'seed':>4} {'offered':>8} {'accepted':>8} {'lat_mean':>9} "
+             f"{'p50':>6} {'p99':>6} {'max':>7} {'TB/s':>7} {'of 259':>6}  sat"]
+    for p in r["points"]:
+        rep = rack_report(phys, n, p["accepted"], cfg["phys"]["header_flits"],
+                          cfg["traffic"]["packet_size"])
+        lm = p["latency_mean"]
+        lines.append(
+            f"{p['load']:>5.2f} {p['seed']:>4} {p['offered']:>8.4f} {p['accepted']:>8.4f} "
+            f"{(f'{lm:.2f}' if lm == lm else '-'):>9} {p['latency_p50']:>6.0f} "
+            f"{p['latency_p99']:>6.0f} {str(p['latency_max']):>7} "
+            f"{rep['achieved_TBps']:>7.1f} {100 * rep['fraction_of_aggregate']:>5.1f}%"
+            f"  {'SAT' if p['saturated'] else ''}")
+    rep = rack_report(phys, n, 1.0)
+    lines.append(f"# rack aggregate {rep['rack_aggregate_TBps']:.1f} TB/s = {n} x "
+                 f"{rep['per_accelerator_TBps']:.2f} TB/s; TB/s column: payload moved, "
+                 f"both directions, at the accepted throughput")
+    for seed, s in r["summary"].items():
+        lines.append(f"# seed index {seed}: saturation throughput "
+                     f"{s['saturation_throughput']:.4f}, first saturated load "
+                     f"{s['saturation_load']}")
+    return "\n".join(lines) + "\n"
+
+
+def run(args):
+    from sim.fabric.cliutil import build_config, say
+    from sim.fabric.config import ConfigError
+    from sim.fabric.run import run_sweep
+    from sim.fabric.stats import to_csv, to_json
+    from sim.fabric.traffic import TrafficError
+
+    flags = {"pattern": "traffic.pattern", "loads": "run.loads", "cycles": "run.cycles",
+             "trace": "traffic.trace_file"}
+    if args.trace and not args.pattern:
+        args.pattern = "trace"
+    cfg = build_config(args, flags)
+    say(f"fusionfabric sweep: seed {cfg.run.seed}")
+    progress = {"auto": None, "on": True, "off": False}[args.progress]
+    try:
+        r = run_sweep(cfg, progress=progress)
+    except (ConfigError, TrafficError, ValueError) as exc:
+        raise CliError(f"sweep: {exc}") from None
+    r.pop("fabric")
+    text = to_json(r) if args.json else to_csv(r) if args.csv else format_table(r)
+    if args.output:
+        Path(args.output).write_text(text)
+        say(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    if args.plot:
+        from sim.fabric.plot import plot_sweep
+
+        plot_sweep([r], args.plot, title=f"{cfg.traffic.pattern}, {cfg.switch.n_ports} "
+                   f"ports, seed {cfg.run.seed}")
+        say(f"wrote {args.plot}")
+    return 0

@@ -1,0 +1,87 @@
+"""Physical mapping: flits per cycle per port to bytes per second, NVLink 6 figures.
+
+One model cycle is one flit time on a port (each port moves at most one flit per cycle
+per direction). The port's line rate per direction is ``lanes x lane_gbps``; the line code
+(64b/66b: x 64/66, 256b/257b: x 256/257) and IEEE 802.3 cl. 82 alignment markers (one
+block in 16,384 per lane) take their share; what is left carries flits of ``flit_bytes``
+on the wire, of which ``payload_bytes`` are payload (a packet's header flits, if any, are
+counted by the traffic's packet size, see :func:`packet_efficiency`).
+
+Defaults (public NVLink 6 figures, see /work/shared/FACTS.md): 36 lanes x 400 Gb/s per
+direction = 1.8 TB/s per direction = **3.6 TB/s per accelerator**, and 72 accelerators =
+**259.2 TB/s per rack** (the announcement's "260 TB/s"). The announced figures are
+signalling rates; with ``encoding="none"`` the model reports against them directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import PhysParams
+
+__all__ = ["PortRate", "port_rate", "rack_report", "packet_efficiency", "ENCODING"]
+
+ENCODING = {"none": 1.0, "64b66b": 64 / 66, "256b257b": 256 / 257}
+AM_FACTOR = 16383 / 16384
+
+
+@dataclass
+class PortRate:
+    signalling_Bps: float      # per direction, bytes/s on the lanes
+    line_Bps: float            # per direction, after line code and markers
+    flits_per_s: float         # = model cycles per second
+    payload_Bps: float         # per direction, payload of a fully used port
+    cycle_s: float             # one model cycle in seconds
+
+    @property
+    def accelerator_Bps(self) -> float:
+        """Both directions, signalling: the announced per-accelerator figure."""
+        return 2 * self.signalling_Bps
+
+    @property
+    def efficiency(self) -> float:
+        """Payload bytes per signalling byte."""
+        return self.payload_Bps / self.signalling_Bps
+
+
+def port_rate(phys: PhysParams) -> PortRate:
+    if phys.payload_bytes > phys.flit_bytes:
+        raise ValueError(f"payload_bytes={phys.payload_bytes} exceeds "
+                         f"flit_bytes={phys.flit_bytes}")
+    sig = phys.lanes * phys.lane_gbps * 1e9 / 8
+    line = sig * ENCODING[phys.encoding] * (AM_FACTOR if phys.align_markers else 1.0)
+    fps = line / phys.flit_bytes
+    return PortRate(sig, line, fps, fps * phys.payload_bytes, 1.0 / fps)
+
+
+def packet_efficiency(packet_size: int, header_flits: int) -> float:
+    """Payload share of a packet with ``header_flits`` header flits (NVLink 1: a 256 B
+    payload = 16 data flits + 1 header flit of 16 B gives 16/17 = 94.12 %)."""
+    if not 0 <= header_flits < packet_size:
+        raise ValueError(f"header_flits={header_flits} must be in 0..packet_size-1 "
+                         f"({packet_size})")
+    return (packet_size - header_flits) / packet_size
+
+
+def rack_report(phys: PhysParams, n_ports: int, accepted: float,
+                header_flits: int = 0, packet_size: int = 1) -> dict:
+    """The rack aggregate and the share of it a pattern achieves.
+
+    ``accepted`` is the measured throughput in flits per cycle per port (delivered); in
+    steady state every port also injects that much, so the bytes moved per second, both
+    directions, are ``2 x accepted x n_ports x payload rate``.
+    """
+    r = port_rate(phys)
+    eff = packet_efficiency(packet_size, header_flits)
+    aggregate = n_ports * r.accelerator_Bps
+    achieved = 2 * accepted * n_ports * r.payload_Bps * eff
+    return {
+        "per_accelerator_TBps": r.accelerator_Bps / 1e12,
+        "rack_aggregate_TBps": aggregate / 1e12,
+        "line_efficiency": r.efficiency,
+        "packet_efficiency": eff,
+        "accepted_flits_per_cycle": accepted,
+        "achieved_TBps": achieved / 1e12,
+        "fraction_of_aggregate": achieved / aggregate,
+        "cycle_ps": r.cycle_s * 1e12,
+    }
