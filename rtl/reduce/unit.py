@@ -207,7 +207,7 @@ class ReductionUnit(wiring.Component):
         e = s1_entry
         src = s1.src
         src_ok = Signal()
-        m.d.comb += src_ok.eq((src < P) & e.members.bit_select(src[:max(1, (P - 1).bit_length())], 1))
+        m.d.comb += src_ok.eq(Cat(*[e.members[p] & (src == p) for p in range(P)]).any())
         below = Cat(*[e.members[p] & (src > p) for p in range(P)])
         rank = Signal(range(P))
         k = Signal(range(P + 1))
