@@ -82,8 +82,9 @@ class Fabric:
     def __init__(self, switch: SwitchParams, link: LinkParams | None = None, batch: int = 1,
                  *, groups: dict | None = None, window: tuple[int, int] = (0, 1 << 62),
                  src_queue: int = 4096, log: bool = False, log_capacity: int = 1 << 20,
-                 engine: str = "auto"):
+                 engine: str = "auto", parallel: bool = True):
         link = link or LinkParams()
+        self.parallel = parallel
         n = switch.n_ports
         self.switch, self.link, self.batch, self.n = switch, link, int(batch), n
         self.engine = engine_name(engine)
@@ -185,7 +186,10 @@ class Fabric:
                 s["ecred"], s["ecr_ret"], s["st"], s["hist"], s["latmax"],
                 lg["t"], lg["o"], lg["src"], lg["info"], lg["b"], lg["n"])
         if self.engine == "numba":
-            _k.run_chunk(*args)
+            if self.parallel and B > 1 and not self.p[_k.P["LOG"]]:
+                _k.run_chunk_parallel(*args)
+            else:
+                _k.run_chunk(*args)
         else:
             from .vkernel import run_chunk_numpy
             run_chunk_numpy(*args)

@@ -113,22 +113,23 @@ def _kernel(p, members, gvalid,
     ER = 2 * L + 2       # egress credit return ring
     logcap = log_t.shape[0]
 
-    matched_in = np.empty(N, np.int64)
-    matched_out = np.empty(N, np.int64)
-    grant = np.empty(N, np.int64)
-    best = np.empty(N, np.int64)
-    bestd = np.empty(N, np.int64)
-    popped = np.empty(N, np.int64)
-    cred_inc = np.empty(N, np.int64)
-    head_dest = np.empty(N, np.int64)
-    head_kind = np.empty(N, np.int64)
     W = ne.shape[2]
-    rb = np.zeros((N, W), np.uint64)        # FIFO mode: requests of the heads, per output
-    freeb = np.empty(W, np.uint64)          # inputs not matched yet
     ONE = np.uint64(1)
     ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
-    for b in range(B):
+    for b in _range(B):
+        # scratch, per batch point (so that points may run in parallel threads)
+        matched_in = np.empty(N, np.int64)
+        matched_out = np.empty(N, np.int64)
+        grant = np.empty(N, np.int64)
+        best = np.empty(N, np.int64)
+        bestd = np.empty(N, np.int64)
+        popped = np.empty(N, np.int64)
+        cred_inc = np.empty(N, np.int64)
+        head_dest = np.empty(N, np.int64)
+        head_kind = np.empty(N, np.int64)
+        rb = np.zeros((N, W), np.uint64)    # FIFO mode: requests of the heads, per output
+        freeb = np.empty(W, np.uint64)      # inputs not matched yet
         for c in range(C):
             t = T0 + c
             in_window = (t >= W0) and (t < W1)
@@ -458,7 +459,27 @@ def _kernel(p, members, gvalid,
     return 0
 
 
+def _make(parallel):
+    """Compile the kernel; ``parallel``: batch points on numba threads (``prange``), used
+    only without the departure log (whose counter is shared)."""
+    import types
+
+    g = dict(_kernel.__globals__)
+    g["_range"] = numba.prange if parallel else range
+    fn = types.FunctionType(_kernel.__code__, g, _kernel.__name__)
+    return numba.njit(cache=True, nogil=True, error_model="numpy", parallel=parallel)(fn)
+
+
+_range = range
+
 if HAVE_NUMBA:
-    run_chunk = numba.njit(cache=True, nogil=True, error_model="numpy")(_kernel)
+    run_chunk = _make(False)
+    _parallel = None
+
+    def run_chunk_parallel(*args):
+        global _parallel
+        if _parallel is None:
+            _parallel = _make(True)
+        return _parallel(*args)
 else:  # pragma: no cover
-    run_chunk = None
+    run_chunk = run_chunk_parallel = None
