@@ -110,7 +110,7 @@ class ReductionUnit(wiring.Component):
     ------
     Throughput: one contribution accepted per cycle sustained, as long as a slot is free
     (a chunk holds its slot from its first contribution until its last item is streamed,
-    about ``k + 3`` cycles after its last contribution). Latency with an idle pipeline:
+    about ``k + 2`` cycles after its last contribution). Latency with an idle pipeline:
     the last contribution of a ``k``-member chunk accepted in cycle t gives ``o_result``
     valid in cycle ``t + k + 5 + depth * 5`` (:attr:`latency`); ALU latency 5 per level.
     ``o_result.ready`` low stalls the whole pipeline (slots stay busy, so ``i_contrib``
