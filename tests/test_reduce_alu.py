@@ -7,7 +7,7 @@ import pytest
 from rtl.reduce.convert import Narrow, Widen
 from rtl.reduce.fpadd import Fp32Add
 from rtl.reduce.lane import OP_BYPASS, LaneAlu
-from rtl.reduce.minmax import MinMax
+from rtl.reduce.minmax import MinMax, MinMax32
 from rtl.reduce.simd import AccToFlit, FlitToAcc, SimdAlu
 from sim import reduce as R
 from sim.layouts import Dtype, Op
@@ -62,6 +62,22 @@ def test_minmax(dtype, op):
                        {"y": a.itemsize * 8}, {"a": a.tolist(), "b": b.tolist()},
                        consts={"max": int(op == Op.MAX)})["y"]
     check(f"{op.name} {dtype.name}", a, b, got, R.combine(a, b, dtype, op))
+
+
+def test_minmax32_dynamic_dtype():
+    """The lane's shared comparator: dtype and min/max switch on every vector."""
+    rng = np.random.default_rng(5)
+    parts = {d: pairs(d, 800, int(d) + 40) for d in (Dtype.FP32, Dtype.INT32, Dtype.UINT32)}
+    a = np.concatenate([p[0] for p in parts.values()])
+    b = np.concatenate([p[1] for p in parts.values()])
+    dt = np.concatenate([np.full(len(p[0]), int(d)) for d, p in parts.items()])
+    mx = rng.integers(0, 2, len(a))
+    got = run_parallel(MinMax32, {"a": 32, "b": 32, "dtype": 3, "max": 1}, {"y": 32},
+                       {"a": a.tolist(), "b": b.tolist(), "dtype": dt.tolist(),
+                        "max": mx.tolist()})["y"]
+    want = [int(R.combine(a[i:i + 1], b[i:i + 1], Dtype(int(dt[i])),
+                          Op.MAX if mx[i] else Op.MIN)[0]) for i in range(len(a))]
+    check("minmax32", a, b, got, want)
 
 
 def test_fp32_add():

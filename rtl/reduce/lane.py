@@ -10,7 +10,7 @@ from sim.layouts import Dtype, Op
 
 from .convert import Narrow, Widen
 from .fpadd import Fp32Add
-from .minmax import MinMax
+from .minmax import MinMax32
 
 __all__ = ["LaneAlu", "OP_BYPASS"]
 
@@ -60,19 +60,15 @@ class LaneAlu(wiring.Component):
         a, b, op, dtype = self.a, self.b, self.op, self.dtype
         m.submodules.add = add = Fp32Add()
         m.d.comb += [add.en.eq(en), add.a.eq(a), add.b.eq(b)]
-        mm = {}
-        for d in (Dtype.FP32, Dtype.INT32, Dtype.UINT32):
-            mm[d] = m.submodules[f"minmax_{d.name.lower()}"] = MinMax(d)
-            m.d.comb += [mm[d].a.eq(a), mm[d].b.eq(b), mm[d].max.eq(op == Op.MAX)]
+        m.submodules.minmax = mm = MinMax32()
+        m.d.comb += [mm.a.eq(a), mm.b.eq(b), mm.max.eq(op == Op.MAX), mm.dtype.eq(dtype)]
         is_float = (dtype == Dtype.FP32) | (dtype == Dtype.FP16) | (dtype == Dtype.BF16)
         other = Signal(32)          # every result but the float sum, ready in cycle 0
         with m.Switch(op):
             with m.Case(Op.SUM):
                 m.d.comb += other.eq((a + b)[:32])
             with m.Case(Op.MIN, Op.MAX):
-                m.d.comb += other.eq(Mux(is_float, mm[Dtype.FP32].y,
-                                         Mux(dtype == Dtype.INT32, mm[Dtype.INT32].y,
-                                             mm[Dtype.UINT32].y)))
+                m.d.comb += other.eq(mm.y)
             with m.Default():
                 m.d.comb += other.eq(a)
         use_add = Signal()

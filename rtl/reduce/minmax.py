@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from sim.layouts import CANONICAL_QNAN, DTYPE_BITS, Dtype
 
-__all__ = ["MinMax", "order_key"]
+__all__ = ["MinMax", "MinMax32", "order_key"]
 
 _EXP = {Dtype.FP32: (8, 23), Dtype.FP16: (5, 10), Dtype.BF16: (8, 7)}
 
@@ -75,4 +75,49 @@ class MinMax(wiring.Component):
 
             with m.If(is_nan(a) | is_nan(b)):
                 m.d.comb += self.y.eq(CANONICAL_QNAN[self.dtype])
+        return m
+
+
+class MinMax32(wiring.Component):
+    """``min``/``max`` of two 32-bit words whose dtype is chosen at run time: FP32 (also
+    fp16/bf16 widened to fp32), INT32 or UINT32; one comparator for all three.
+
+    Same rules as :class:`MinMax` (``-0 < +0``, NaN → canonical fp32 quiet NaN).
+
+    Members
+    -------
+    a, b : In(32)
+    max : In(1)
+    dtype : In(3)
+        :class:`sim.layouts.Dtype`; FP16 and BF16 are treated as FP32.
+    y : Out(32)
+
+    Timing
+    ------
+    Combinational, no state.
+    """
+
+    def __init__(self):
+        super().__init__({"a": In(32), "b": In(32), "max": In(1), "dtype": In(3),
+                          "y": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        a, b, dt = self.a, self.b, self.dtype
+        is_float = (dt != Dtype.INT32) & (dt != Dtype.UINT32)
+
+        def key(v):
+            return Mux(is_float, order_key(v, Dtype.FP32),
+                       Mux(dt == Dtype.INT32, order_key(v, Dtype.INT32), v))
+
+        ka, kb = Signal(32), Signal(32)
+        m.d.comb += [ka.eq(key(a)), kb.eq(key(b))]
+        a_less = ka < kb
+        pick_a = Mux(self.max, ~a_less, a_less)
+
+        def is_nan(v):
+            return (v[23:31] == 0xFF) & (v[:23] != 0)
+
+        m.d.comb += self.y.eq(Mux(is_float & (is_nan(a) | is_nan(b)),
+                                  CANONICAL_QNAN[Dtype.FP32], Mux(pick_a, a, b)))
         return m
