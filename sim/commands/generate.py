@@ -22,6 +22,8 @@ def add_arguments(p):
                         "FILE with suffix .ports.json")
     p.add_argument("--name", default=None, metavar="TOP",
                    help="top module name (default: the block name, '-' replaced by '_')")
+    p.add_argument("--fusesoc", action="store_true",
+                   help="also write a FuseSoC CAPI2 core FILE with suffix .core (needs -o)")
 
 
 def list_blocks(out=sys.stdout):
@@ -49,6 +51,8 @@ def run(args):
     top = args.name or block.name.replace("-", "_")
     if not top.isidentifier():
         raise CliError(f"--name {top!r} is not a valid Verilog identifier")
+    if args.fusesoc and not args.output:
+        raise CliError("--fusesoc needs -o FILE (the .core is written beside it)")
     component = block.build(**params)
     text = to_verilog(component, top)
     ports = port_map(component, top)
@@ -59,6 +63,12 @@ def run(args):
         out.write_text(text)
         out.with_suffix(".ports.json").write_text(json.dumps(ports, indent=2) + "\n")
         print(f"wrote {out} and {out.with_suffix('.ports.json')}", file=sys.stderr)
+        if args.fusesoc:
+            from sim.fusesoc import core_text
+            core = out.with_suffix(".core")
+            core.write_text(core_text(block.name, params, out.name, top, doc=block.doc,
+                                      name=args.name and top))
+            print(f"wrote {core}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0
