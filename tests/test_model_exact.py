@@ -95,3 +95,19 @@ def test_planted_model_fault_is_caught_with_first_diverging_cycle():
     with pytest.raises(CocotbFailure, match=r"diverge at departure #\d+, cycle \d+"):
         run("switch", "tb.model.test_switch_exact", _params(4, "voq", iterations=2),
             sim="icarus", test_args=args, planted_fault=True)
+
+
+SOAK = [(n, mode, kind, sim, seed) for n in (2, 3, 5, 8) for mode in ("voq", "fifo")
+        for kind in ("random", "multicast_storm", "stalled_output") for sim in ("icarus",)
+        for seed in (1, 2)]
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("n, mode, kind, sim, seed", SOAK,
+                         ids=[f"{n}ports-{m}-{k}-{s}-seed{e}" for n, m, k, s, e in SOAK])
+def test_soak_model_matches_rtl(n, mode, kind, sim, seed):
+    packets, cycles, groups, ready = _trace(kind, n, seed=seed * 7919 + n)
+    args = {"packets": [list(map(int, p)) for p in packets], "cycles": cycles,
+            "groups": {str(g): m for g, m in groups.items()},
+            "ready": None if ready is None else ready.astype(int).tolist()}
+    run("switch", "tb.model.test_switch_exact", _params(n, mode), sim=sim, test_args=args)

@@ -238,19 +238,17 @@ class MoEDispatch(_Gen):
 
     def dests(self, arrive):
         rows, src = np.nonzero(arrive)
-        order = np.lexsort((rows, src))
-        s = src[order]
-        counts = np.bincount(s, minlength=self.n)
-        d = np.empty(s.size, dtype=np.int64)
-        pos = 0
-        for i in range(self.n):
-            c = int(counts[i])
-            if c == 0:
-                continue
-            tokens = -(-c // self.topk)
-            d_i = self._tokens(tokens).reshape(-1)[:c]
-            d[order[pos:pos + c]] = d_i
-            pos += c
+        order = np.lexsort((rows, src))          # packets grouped by source, in time order
+        counts = np.bincount(src, minlength=self.n)
+        tokens = -(-counts // self.topk)
+        e = self._tokens(int(tokens.sum())).reshape(-1)      # k ports per token, flattened
+        seg = np.repeat(tokens * self.topk, 1)               # flattened length per source
+        start = np.concatenate(([0], np.cumsum(seg)[:-1]))
+        owner = np.repeat(np.arange(self.n), seg)
+        pos = np.arange(e.size) - start[owner]
+        keep = pos < counts[owner]                           # drop a last partial token
+        d = np.empty(src.size, dtype=np.int64)
+        d[order] = e[keep]
         return d
 
 

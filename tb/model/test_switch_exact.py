@@ -82,7 +82,9 @@ async def test_exact(dut):
     cfg = Fields([("group", GROUP_BITS), ("entry", entry.width)])
     for g, mem in groups.items():
         await FallingEdge(tb.clk)
-        mask = sum(1 << m for m in mem)
+        mask = 0
+        for m in mem:
+            mask |= 1 << m
         dut.i_config__payload.value = cfg.pack(group=g, entry=entry.pack(members=mask,
                                                                           valid=1))
         dut.i_config__valid.value = 1
