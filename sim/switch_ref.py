@@ -73,12 +73,17 @@ class ISLIPReference:
         return match_in
 
 
-def route(kind: int, dest: int, n_ports: int, groups: dict[int, dict]) -> tuple[list[int], str]:
-    """Targets of a flit and its drop cause (``""`` if delivered).
+def route(kind: int, dest: int, n_ports: int, groups: dict[int, dict],
+          reduce: bool = False) -> tuple[list[int], str]:
+    """Output ports a flit goes to and its drop cause (``""`` if not dropped).
 
     ``groups`` maps group id to an entry dict with ``members`` (bitmap) and ``valid``;
-    a missing id is an invalid entry. REDUCE/RESULT are dropped while ``reduce=False``.
+    a missing id is an invalid entry. REDUCE flits go to a reduction unit when
+    ``reduce`` (no output port: ``([], "")``); otherwise, and RESULT flits from a port
+    always, they are dropped.
     """
+    if reduce and kind == Kind.REDUCE:
+        return [], ""
     if kind == Kind.UNICAST:
         if dest >= n_ports:
             return [], "drop_dest"

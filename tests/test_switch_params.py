@@ -15,7 +15,8 @@ from rtl.switch.top import Switch
     ({"out_depth": 0}, "out_depth=0"),
     ({"n_groups": 0}, "n_groups=0"),
     ({"data_width": 0}, "data_width=0"),
-    ({"reduce": True}, "reduce=True"),
+    ({"reduce": True, "data_width": 48}, "reduce=True needs data_width"),
+    ({"n_chunks": 0}, "n_chunks=0"),
 ])
 def test_switch_rejects(kw, needle):
     with pytest.raises(ValueError, match=needle.replace("(", r"\(")):

@@ -8,13 +8,14 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.blocks import Block, Param
-from sim.layouts import GROUP_BITS, Kind, switch_flit
+from rtl.reduce.unit import ReductionUnit
+from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 
 from .group_table import GroupTable, config_layout
 from .islip import ISLIPAllocator, lowest_bit, max_iterations
 from .voq import InputQueue, onehot_index
 
-__all__ = ["Switch", "STATS", "stats_layout", "BLOCKS"]
+__all__ = ["Switch", "STATS", "UNIT_STATS", "stats_layout", "unit_stats_layout", "BLOCKS"]
 
 #: Per-port counters, LSB first, 32 bits each (``o_stats[p]``).
 STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_group",
@@ -23,6 +24,16 @@ STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_
 
 def stats_layout() -> data.StructLayout:
     return data.StructLayout({name: 32 for name in STATS})
+
+
+#: Per-unit counters with ``reduce=True`` (``o_unit_stats[u]``): the unit's own counters
+#: plus ``result_drops`` (results whose target set is empty, e.g. root >= n_ports).
+UNIT_STATS = ("contributions", "results", "duplicate", "nonmember", "invalid",
+              "full_cycles")
+
+
+def unit_stats_layout() -> data.StructLayout:
+    return data.StructLayout({name: 32 for name in UNIT_STATS + ("result_drops",)})
 
 
 class Switch(wiring.Component):
@@ -73,7 +84,8 @@ class Switch(wiring.Component):
 
     def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
                  iterations: int | None = None, mode: str = "voq", out_depth: int = 4,
-                 n_groups: int = 16, reduce: bool = False):
+                 n_groups: int = 16, reduce: bool = False,
+                 n_chunks: int = 16):
         if not isinstance(n_ports, int) or not 2 <= n_ports <= 256:
             raise ValueError(f"n_ports={n_ports!r} must be an integer in 2..256")
         if not isinstance(data_width, int) or data_width < 1:
@@ -92,8 +104,11 @@ class Switch(wiring.Component):
             raise ValueError(f"out_depth={out_depth!r} must be a positive integer")
         if not isinstance(n_groups, int) or not 1 <= n_groups <= 1 << GROUP_BITS:
             raise ValueError(f"n_groups={n_groups!r} must be in 1..{1 << GROUP_BITS}")
-        if reduce:
-            raise ValueError("reduce=True: the reduction units are not integrated yet")
+        if not isinstance(n_chunks, int) or not 1 <= n_chunks <= 64:
+            raise ValueError(f"n_chunks={n_chunks!r} must be an integer in 1..64")
+        if reduce and (data_width % 32 or n_ports > 128):
+            raise ValueError(f"reduce=True needs data_width a multiple of 32 (got "
+                             f"{data_width}) and n_ports <= 128 (got {n_ports})")
         self.n_ports = n_ports
         self.data_width = data_width
         self.depth = depth
@@ -102,137 +117,183 @@ class Switch(wiring.Component):
         self.out_depth = out_depth
         self.n_groups = n_groups
         self.reduce = reduce
+        self.n_chunks = n_chunks
         self.flit = switch_flit(data_width)
         layout = self.flit.layout()
-        super().__init__({
+        members = {
             "i_port": In(stream.Signature(layout)).array(n_ports),
             "o_port": Out(stream.Signature(layout)).array(n_ports),
             "i_config": In(stream.Signature(config_layout(n_ports))),
             "o_credit": Out(range(out_depth + 1)).array(n_ports),
             "o_stats": Out(stats_layout()).array(n_ports),
             "o_config_drops": Out(32),
-        })
+        }
+        if reduce:
+            members["o_unit_credit"] = Out(range(out_depth + 1)).array(n_ports)
+            members["o_unit_stats"] = Out(unit_stats_layout()).array(n_ports)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         n = self.n_ports
+        # Crossbar size: rows 0..n-1 are the ports, rows n..2n-1 the reduction units'
+        # results; columns 0..n-1 the ports, columns n..2n-1 the units' contribution inputs.
+        N = 2 * n if self.reduce else n
         fw = self.flit.width
         layout = self.flit.layout()
         voq = self.mode == "voq"
-        qwidth = fw if voq else fw + n          # FIFO mode stores the target mask too
+        qwidth = fw if voq else fw + N          # FIFO mode stores the target mask too
 
         m.submodules.table = table = GroupTable(n, self.n_groups, n)
-        wiring.connect(m, wiring.flipped(self.i_config), table.i_config)
+        m.d.comb += [table.i_config.valid.eq(self.i_config.valid),
+                     table.i_config.payload.eq(self.i_config.payload),
+                     self.i_config.ready.eq(1)]
         m.d.comb += self.o_config_drops.eq(table.o_config_drops)
-        m.submodules.alloc = alloc = ISLIPAllocator(n, self.iterations)
+        m.submodules.alloc = alloc = ISLIPAllocator(N, self.iterations)
+
+        units = []
+        if self.reduce:
+            for u in range(n):
+                unit = ReductionUnit(n_ports=n, data_width=self.data_width,
+                                     n_chunks=self.n_chunks, n_groups=self.n_groups)
+                m.submodules[f"unit{u}"] = unit
+                m.d.comb += [unit.i_config.valid.eq(self.i_config.valid),
+                             unit.i_config.payload.eq(self.i_config.payload)]
+                units.append(unit)
+                st = self.o_unit_stats[u]
+                for name in UNIT_STATS:
+                    m.d.comb += getattr(st, name).eq(getattr(unit, f"o_{name}"))
 
         queues = []
-        for i in range(n):
-            q = InputQueue(n, qwidth, self.depth, self.mode)
-            m.submodules[f"queue{i}"] = q
+        for r in range(N):
+            q = InputQueue(N, qwidth, self.depth, self.mode)
+            m.submodules[f"queue{r}"] = q
             queues.append(q)
 
         credit = [Signal(range(self.out_depth + 1), init=self.out_depth, name=f"credit{o}")
-                  for o in range(n)]
-        lock_v = [Signal(name=f"lock_v{o}") for o in range(n)]
-        lock_in = [Signal(range(n), name=f"lock_in{o}") for o in range(n)]
+                  for o in range(N)]
+        lock_v = [Signal(name=f"lock_v{o}") for o in range(N)]
+        lock_in = [Signal(range(N), name=f"lock_in{o}") for o in range(N)]
 
         # ---- ingress: routing, drops, replication ------------------------------------
-        for i in range(n):
-            port = self.i_port[i]
-            q = queues[i]
-            st = self.o_stats[i]
-            flit = Signal(layout, name=f"in_flit{i}")
-            m.d.comb += [flit.eq(port.payload), flit.src.eq(i)]
-            kind, dest = port.payload.kind, port.payload.dest
-            m.d.comb += table.i_group[i].eq(dest[:GROUP_BITS])
-            entry = table.o_entry[i]
-
-            target = Signal(n, name=f"target{i}")
-            drop_dest = Signal(name=f"drop_dest{i}")
-            drop_group = Signal(name=f"drop_group{i}")
-            drop_kind = Signal(name=f"drop_kind{i}")
-            with m.Switch(kind):
-                with m.Case(Kind.UNICAST):
-                    m.d.comb += [target.eq(Cat(dest == o for o in range(n))),
-                                 drop_dest.eq(dest >= n)]
-                with m.Case(Kind.MULTICAST):
-                    m.d.comb += [target.eq(entry.members),
-                                 drop_group.eq((dest >= self.n_groups) | ~entry.valid
-                                               | (entry.members == 0))]
-                with m.Default():
-                    m.d.comb += drop_kind.eq(1)
-            drop = Signal(name=f"drop{i}")
+        for r in range(N):
+            q = queues[r]
+            flit = Signal(layout, name=f"in_flit{r}")
+            target = Signal(N, name=f"target{r}")
+            drop_dest = Signal(name=f"drop_dest{r}")
+            drop_group = Signal(name=f"drop_group{r}")
+            drop_kind = Signal(name=f"drop_kind{r}")
+            if r < n:
+                port = self.i_port[r]
+                valid, payload = port.valid, port.payload
+                m.d.comb += [flit.eq(payload), flit.src.eq(r)]
+                kind, dest = payload.kind, payload.dest
+                m.d.comb += table.i_group[r].eq(dest[:GROUP_BITS])
+                entry = table.o_entry[r]
+                with m.Switch(kind):
+                    with m.Case(Kind.UNICAST):
+                        m.d.comb += [target.eq(Cat(dest == o for o in range(n))),
+                                     drop_dest.eq(dest >= n)]
+                    with m.Case(Kind.MULTICAST):
+                        m.d.comb += [target.eq(entry.members),
+                                     drop_group.eq((dest >= self.n_groups) | ~entry.valid
+                                                   | (entry.members == 0))]
+                    if self.reduce:
+                        with m.Case(Kind.REDUCE):
+                            # to the unit of this chunk: column n + chunk mod n
+                            cu = Signal(range(n), name=f"chunk_unit{r}")
+                            m.d.comb += [cu.eq(payload.chunk % n),
+                                         target.eq(Cat(cu == u for u in range(n)) << n)]
+                    with m.Default():
+                        m.d.comb += drop_kind.eq(1)
+            else:
+                u = r - n
+                res = units[u].o_result
+                port = res
+                valid, payload = res.valid, res.payload
+                m.d.comb += [flit.eq(payload.flit), flit.src.eq(u)]
+                root_hot = Cat(payload.root == o for o in range(n))
+                m.d.comb += target.eq(Mux(payload.mode == Mode.ALLREDUCE,
+                                          payload.members, root_hot))
+                m.d.comb += drop_dest.eq(target[:n] == 0)
+            drop = Signal(name=f"drop{r}")
             m.d.comb += drop.eq(drop_dest | drop_group | drop_kind)
 
             if voq:
-                done = Signal(n, name=f"done{i}")
-                rem = Signal(n, name=f"rem{i}")
-                pick = Signal(n, name=f"pick{i}")
-                m.d.comb += [rem.eq(target & ~done), pick.eq(lowest_bit(rem, n))]
-                write = port.valid & ~drop & (pick & q.o_notfull).any()
+                done = Signal(N, name=f"done{r}")
+                rem = Signal(N, name=f"rem{r}")
+                pick = Signal(N, name=f"pick{r}")
+                m.d.comb += [rem.eq(target & ~done), pick.eq(lowest_bit(rem, N))]
+                write = valid & ~drop & (pick & q.o_notfull).any()
                 last_copy = rem == pick
                 m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(pick), q.i_wdata.eq(flit),
                              port.ready.eq(drop | (write & last_copy))]
                 with m.If(write):
                     m.d.sync += done.eq(Mux(last_copy, 0, done | pick))
             else:
-                write = port.valid & ~drop & q.o_notfull[0]
+                write = valid & ~drop & q.o_notfull[0]
                 m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(0),
                              q.i_wdata.eq(Cat(flit.as_value(), target)),
                              port.ready.eq(drop | write)]
 
-            with m.If(port.valid & port.ready):
-                m.d.sync += [st.flits_in.eq(st.flits_in + ~drop),
-                             st.drop_dest.eq(st.drop_dest + drop_dest),
-                             st.drop_group.eq(st.drop_group + drop_group),
-                             st.drop_kind.eq(st.drop_kind + drop_kind)]
-            with m.If(port.valid & ~port.ready):
-                m.d.sync += st.in_stalls.eq(st.in_stalls + 1)
+            st = self.o_stats[r] if r < n else self.o_unit_stats[r - n]
+            with m.If(valid & port.ready):
+                if r < n:
+                    m.d.sync += [st.flits_in.eq(st.flits_in + ~drop),
+                                 st.drop_dest.eq(st.drop_dest + drop_dest),
+                                 st.drop_group.eq(st.drop_group + drop_group),
+                                 st.drop_kind.eq(st.drop_kind + drop_kind)]
+                else:
+                    m.d.sync += st.result_drops.eq(st.result_drops + drop)
+            if r < n:
+                with m.If(valid & ~port.ready):
+                    m.d.sync += st.in_stalls.eq(st.in_stalls + 1)
 
         # ---- requests --------------------------------------------------------------
         credit_ok = Cat(c != 0 for c in credit)
         hdone = []
         head_target = []
-        for i in range(n):
-            q = queues[i]
-            lock_ok = Cat(~lock_v[o] | (lock_in[o] == i) for o in range(n))
+        for r in range(N):
+            q = queues[r]
+            lock_ok = Cat(~lock_v[o] | (lock_in[o] == r) for o in range(N))
             if voq:
                 avail = q.o_nonempty
             else:
-                hd = Signal(n, name=f"hdone{i}")
-                ht = Signal(n, name=f"head_target{i}")
+                hd = Signal(N, name=f"hdone{r}")
+                ht = Signal(N, name=f"head_target{r}")
                 m.d.comb += ht.eq(q.o_rdata[fw:])
                 hdone.append(hd)
                 head_target.append(ht)
                 avail = q.o_nonempty & ht & ~hd
-            m.d.comb += alloc.i_req[i].eq(avail & credit_ok & lock_ok)
+            m.d.comb += alloc.i_req[r].eq(avail & credit_ok & lock_ok)
 
         # ---- crossbar transfer -------------------------------------------------------
         heads = []
-        for i in range(n):
-            q = queues[i]
-            match = alloc.o_match[i]
-            head = Signal(layout, name=f"head{i}")
+        for r in range(N):
+            q = queues[r]
+            match = alloc.o_match[r]
+            head = Signal(layout, name=f"head{r}")
             m.d.comb += [head.eq(q.o_rdata[:fw]), q.i_rsel.eq(match)]
             heads.append(head)
             if voq:
                 m.d.comb += q.i_pop.eq(match.any())
             else:
-                rem = head_target[i] & ~hdone[i]
+                rem = head_target[r] & ~hdone[r]
                 final = rem == match
                 m.d.comb += q.i_pop.eq(match.any() & final)
                 with m.If(match.any()):
-                    m.d.sync += hdone[i].eq(Mux(final, 0, hdone[i] | match))
+                    m.d.sync += hdone[r].eq(Mux(final, 0, hdone[r] | match))
 
         head_arr = Array(heads)
-        for o in range(n):
-            port = self.o_port[o]
-            st = self.o_stats[o]
+        for o in range(N):
+            if o < n:
+                port = self.o_port[o]
+            else:
+                port = units[o - n].i_contrib
             ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
             m.submodules[f"out{o}"] = ob
             grant = alloc.o_grant[o]
-            sel = onehot_index(grant, n)
+            sel = onehot_index(grant, N)
             xfer = grant.any()
             moved = Signal(layout, name=f"xbar{o}")
             m.d.comb += [moved.eq(head_arr[sel]), ob.w_en.eq(xfer), ob.w_data.eq(moved),
@@ -242,18 +303,23 @@ class Switch(wiring.Component):
                 m.d.sync += [lock_v[o].eq(~moved.last), lock_in[o].eq(sel)]
             out_hs = port.valid & port.ready
             m.d.sync += credit[o].eq(credit[o] - xfer + out_hs)
-            m.d.comb += self.o_credit[o].eq(credit[o])
-            with m.If(out_hs):
-                m.d.sync += st.flits_out.eq(st.flits_out + 1)
-            with m.If(port.valid & ~port.ready):
-                m.d.sync += st.out_stalls.eq(st.out_stalls + 1)
+            if o < n:
+                st = self.o_stats[o]
+                m.d.comb += self.o_credit[o].eq(credit[o])
+                with m.If(out_hs):
+                    m.d.sync += st.flits_out.eq(st.flits_out + 1)
+                with m.If(port.valid & ~port.ready):
+                    m.d.sync += st.out_stalls.eq(st.out_stalls + 1)
+            else:
+                m.d.comb += self.o_unit_credit[o - n].eq(credit[o])
         return m
 
 
-def _build(n_ports, data_width, depth, iterations, mode, out_depth, n_groups, reduce):
+def _build(n_ports, data_width, depth, iterations, mode, out_depth, n_groups, reduce,
+           n_chunks):
     return Switch(n_ports=n_ports, data_width=data_width, depth=depth,
                   iterations=iterations or None, mode=mode, out_depth=out_depth,
-                  n_groups=n_groups, reduce=reduce)
+                  n_groups=n_groups, reduce=reduce, n_chunks=n_chunks)
 
 
 BLOCKS = [
@@ -266,6 +332,7 @@ BLOCKS = [
               Param("mode", str, "voq", "input queueing", choices=("voq", "fifo")),
               Param("out_depth", int, 4, "output buffer slots = credits per output"),
               Param("n_groups", int, 16, "group-table entries (1..256)"),
-              Param("reduce", bool, False, "per-port reduction units (not yet integrated)"),
+              Param("reduce", bool, False, "per-port reduction units (rtl/reduce)"),
+              Param("n_chunks", int, 16, "open-chunk slots per reduction unit (1..64)"),
           ]),
 ]

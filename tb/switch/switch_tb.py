@@ -40,6 +40,8 @@ class SwitchTB(_TB):
         self.delivered = [0] * self.n
         self.open_pkt: list[int | None] = [None] * self.n
         self.on_deliver = []
+        self.on_result = None       # RESULT flits go here instead of the scoreboard
+        self.reduce = bool(p.get("reduce", False))
         for o, s in enumerate(self.snk):
             s.keep = False
             s.on_beat.append(lambda w, c, o=o: self._observe(o, w, c))
@@ -63,6 +65,9 @@ class SwitchTB(_TB):
                     f"{owner} (seed {self.seed})")
             self.open_pkt[o] = None if f["last"] else f["src"]
         self.delivered[o] += 1
+        if f["kind"] == Kind.RESULT and self.on_result is not None:
+            self.on_result(o, f, word)
+            return
         self.sb.observe((f["src"], o), word)
         for cb in self.on_deliver:
             cb(f["src"], o, f)
@@ -79,13 +84,13 @@ class SwitchTB(_TB):
         await ClockCycles(self.clk, 2)
 
     # -- traffic ------------------------------------------------------------------------
-    def send(self, i, kind, dest, data, first=1, last=1, src_garbage=0):
+    def send(self, i, kind, dest, data, first=1, last=1, src_garbage=0, chunk=0):
         """Queue one flit on input i and record what must come out (or the drop)."""
         word = self.flit.pack(data=data, first=first, last=last, kind=kind, dest=dest,
-                              src=src_garbage, chunk=0)
-        targets, drop = route(kind, dest, self.n, self.groups)
+                              src=src_garbage, chunk=chunk)
+        targets, drop = route(kind, dest, self.n, self.groups, self.reduce)
         out = self.flit.pack(data=data, first=first, last=last, kind=kind, dest=dest,
-                             src=i, chunk=0)
+                             src=i, chunk=chunk)
         if drop:
             self.expected_drops[drop][i] += 1
         else:
@@ -115,9 +120,12 @@ class SwitchTB(_TB):
         await FallingEdge(self.clk)
         await ReadOnly()
         out_depth = int(self.params["out_depth"])
-        for o in range(self.n):
-            c = to_int(getattr(self.dut, f"o_credit__{o}").value)
-            assert c == out_depth, f"output {o}: {c} credits at the end, not {out_depth} " \
+        names = [f"o_credit__{o}" for o in range(self.n)]
+        if self.reduce:
+            names += [f"o_unit_credit__{u}" for u in range(self.n)]
+        for name in names:
+            c = to_int(getattr(self.dut, name).value)
+            assert c == out_depth, f"{name}: {c} credits at the end, not {out_depth} " \
                                    f"(seed {self.seed})"
         stat = Fields([(s, 32) for s in STATS])
         for p in range(self.n):
