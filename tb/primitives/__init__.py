@@ -1,0 +1,1 @@
+"""cocotb testbenches of the shared primitives: scrambler/descrambler, CRC, PRBS."""
