@@ -27,8 +27,11 @@ def rand_words(rng, width, n):
 
 
 def run_stream(dut, i_name, o_name, beats, n_out, rng, idle=0.3, backpressure=0.3,
-               max_cycles=100_000):
-    """Drive ``beats`` into stream ``i_name`` and collect ``n_out`` beats from ``o_name``."""
+               max_cycles=100_000, probes=None):
+    """Drive ``beats`` into stream ``i_name`` and collect ``n_out`` beats from ``o_name``.
+
+    ``probes``: an optional dict ``{name: signal}``; their values at the end are stored in it.
+    """
     i_port, o_port = getattr(dut, i_name), getattr(dut, o_name)
     out = []
     sim = Simulator(dut)
@@ -59,6 +62,8 @@ def run_stream(dut, i_name, o_name, beats, n_out, rng, idle=0.3, backpressure=0.
         for _ in range(5):
             _, _, valid = await ctx.tick().sample(o_port.valid)
             assert not valid, "extra output beat"
+        for key, sig in (probes or {}).items():
+            probes[key] = ctx.get(sig)
 
     sim.add_testbench(source, background=True)
     sim.add_testbench(sink)
@@ -166,9 +171,12 @@ def test_crc_framing_restart_and_abort():
     nofirst = [f.pack({**f.unpack(w), "first": 0}) for w in mcrc.frame_beats(b, 32)]
     # one beat of an abandoned frame, then frame a again
     abandoned = [f.pack(data=0x12345678, first=1, last=0)]
-    out = run_stream(dut, "i_data", "o_crc", beats + nofirst + abandoned + beats, 3, rng)
+    probes = {"aborted": dut.o_aborted}
+    out = run_stream(dut, "i_data", "o_crc", beats + nofirst + abandoned + beats, 3, rng,
+                     probes=probes)
     assert [dut.out_fields.unpack(w)["crc"] for w in out] == [zlib.crc32(a), zlib.crc32(b),
                                                               zlib.crc32(a)]
+    assert probes["aborted"] == 1
 
 
 def test_crc_errors():
