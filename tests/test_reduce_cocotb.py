@@ -25,8 +25,29 @@ CASES = [pytest.param(sim, params, args, id=f"{sim}-{cid}")
          for sim in ("icarus", "verilator")
          for cid, params, args in CONFIGS if sim == "icarus" or cid in VERILATOR]
 
+# Wider sweeps, excluded from CI (pytest -m soak).
+SOAK = [
+    ("verilator", "p8-w64-c4", {"n_ports": 8, "data_width": 64, "n_chunks": 4},
+     {"chunks": 6, "expect_full": 1}),
+    ("verilator", "p16-w128-c8", {"n_ports": 16, "data_width": 128, "n_chunks": 8},
+     {"chunks": 4}),
+    ("icarus", "p72-w64-c8", {"n_ports": 72, "data_width": 64, "n_chunks": 8},
+     {"chunks": 1, "stall_cycles": 20000}),
+    ("icarus", "p8-w256-c16", {"n_ports": 8, "data_width": 256, "n_chunks": 16},
+     {"chunks": 4, "idle": 0.6, "backpressure": 0.7}),
+]
+
 
 @pytest.mark.cocotb
 @pytest.mark.parametrize("sim,params,args", CASES)
 def test_reduce_unit(sim, params, args):
     run("reduce-unit", "tb.reduce.test_unit", params, sim=sim, test_args=args)
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+@pytest.mark.parametrize("sim,params,args", [pytest.param(s, p, a, id=f"{s}-{c}")
+                                             for s, c, p, a in SOAK])
+def test_reduce_unit_soak(sim, params, args):
+    run("reduce-unit", "tb.reduce.test_unit", {**params, "n_groups": 16}, sim=sim,
+        test_args=args)

@@ -104,3 +104,17 @@ def test_bad_parameters():
                     ({"n_chunks": 0}, "n_chunks=0"), ({"n_groups": 300}, "n_groups=300")]:
         with pytest.raises(ValueError, match=msg):
             ReductionUnit(**kw)
+
+
+@pytest.mark.soak
+def test_72_ports_sizes_2_3_8_72():
+    rng = np.random.default_rng(72)
+    dut = ReductionUnit(n_ports=72, data_width=64, n_chunks=4, n_groups=16)
+    sizes = [2, 3, 8, 72] * 4
+    dts = [Dtype.BF16, Dtype.FP32, Dtype.FP16, Dtype.INT32] * 4
+    ops = [Op.SUM] * 8 + [Op.MIN] * 4 + [Op.MAX] * 4
+    groups = random_groups(rng, 72, sizes, dts, ops)
+    t = make_traffic(rng, 72, 64, groups, 1, window=3, special=0.15, duplicates=2)
+    got, st = simulate(dut, t, idle=0.1, backpressure=0.3, seed=7, max_cycles=50_000)
+    check_results(t, got)
+    assert st["o_duplicate"] == t.n_duplicate
