@@ -2,7 +2,8 @@
 
 import pytest
 
-from sim.fabric.collective import collective, reduce_unit_latency
+from sim.fabric.collective import collective
+from sim.fabric.reduction import reduce_unit_latency
 from sim.fabric.config import PhysParams, load_config
 from sim.fabric.phys import packet_efficiency, port_rate, rack_report
 

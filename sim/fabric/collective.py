@@ -13,12 +13,13 @@ Time is built from cycle-model measurements, NCCL-style bandwidths from the time
     cut-through between steps: ``T = 2(n-1) ceil(m/n) / rho_ring + 2(n-1) + l``
     (one cycle per step to turn a received flit around).
 ``allreduce --algo switch``
-    every rank streams its ``m`` flits once as REDUCE contributions, chunk c to unit
-    ``c mod n`` in a rotating order (each unit sees one contribution per cycle); a unit
-    emits a chunk's result ``latency(n) = n + 5 + 5 ceil(log2 n)`` cycles after its last
-    contribution (rtl/reduce/unit.py) and the result is replicated to the n members one
-    copy per cycle: ``T = m / rho_link + n + l + latency(n) + n + l``. This part is
-    behavioural: the reduction units are not yet integrated in the RTL switch.
+    every rank streams its ``m`` flits once as REDUCE contributions (chunk c to unit
+    ``c mod n``, rotated order), units reduce (``latency(n) = n + 5 + 5 ceil(log2 n)``,
+    rtl/reduce/unit.py) and replicate each result to the members one copy per cycle,
+    outputs take one flit per cycle: the queueing behaviour is simulated by
+    :mod:`sim.fabric.reduction` with ``rho`` and a one-way hop of ``l // 2 + 1`` cycles.
+    This part is behavioural: the reduction units are not yet integrated in the RTL
+    switch (``reduce=True`` is rejected there).
 ``alltoall``
     ``(n-1)`` blocks of ``ceil(m/n)`` flits, rotating destinations (alltoall pattern):
     ``T = (n-1) ceil(m/n) / rho_a2a + l``.
@@ -41,16 +42,12 @@ import numpy as np
 
 from .config import Config, max_iterations
 from .phys import port_rate
+from .reduction import reduce_unit_latency, switch_allreduce_cycles
 from .run import run_sweep
 
 __all__ = ["collective", "measure_pattern", "reduce_unit_latency", "DTYPES"]
 
 DTYPES = ("bf16", "fp16", "fp32", "int32", "uint32")
-
-
-def reduce_unit_latency(n: int) -> int:
-    """rtl/reduce/unit.py ``ReductionUnit.latency(k=n)`` for an n-member chunk."""
-    return n + 5 + max(1, (n - 1).bit_length()) * 5
 
 
 _MEASURED: dict[str, tuple[float, float]] = {}
@@ -136,7 +133,8 @@ def collective(cfg: Config, op: str, nbytes: int, algo: str, dtype: str | None =
     elif op == "allreduce":
         rho, lat = measure_pattern(cfg, "ring", measure_cycles)  # the link's own limits
         unit = reduce_unit_latency(n)
-        cycles = m / rho + n + lat + unit + n + lat
+        hop = int(lat) // 2 + 1
+        cycles = switch_allreduce_cycles(n, m, rho, hop)
         factor = 2 * (n - 1) / n
         detail = {"pattern": "contributions to units c mod n, results replicated",
                   "rho": rho, "hop_latency": lat, "unit_latency": unit,
