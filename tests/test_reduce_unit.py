@@ -60,6 +60,19 @@ def test_errors_counted_never_summed():
     assert st["o_contributions"] == t.n_contributions
 
 
+def test_duplicate_after_completion_counted():
+    """A member's second contribution right after the chunk completed (slot not yet free)
+    is a duplicate too; the result is unchanged."""
+    rng = np.random.default_rng(14)
+    dut = ReductionUnit(n_ports=4, data_width=32, n_chunks=2, n_groups=2)
+    groups = random_groups(rng, 4, [4], [Dtype.FP32], [Op.SUM])
+    t = make_traffic(rng, 4, 32, groups, 1, window=1)
+    t.flits.append(t.flits[0] ^ 1)                     # same member, other data
+    got, st = simulate(dut, t, seed=6)
+    check_results(t, got)
+    assert st["o_duplicate"] == 1 and st["o_contributions"] == 4 and st["o_results"] == 1
+
+
 def test_table_full_backpressure_counted_not_dropped():
     """Two slots, two chunks live at a time (the documented contract: at most n_chunks
     chunks in flight): a completed chunk keeps its slot while it is streamed, so the next

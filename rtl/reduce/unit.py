@@ -23,7 +23,9 @@ Instantiate ``ReductionUnit(n_ports=, data_width=, n_chunks=, n_groups=)`` and c
 
 The unit never drops silently: a bad flit (not REDUCE, unknown/invalid group, bad op or
 dtype code) counts in ``o_invalid``, a non-member contribution in ``o_nonmember``, a second
-contribution of a member to an open chunk in ``o_duplicate``; each is dropped. When all
+contribution of a member to an open chunk (or to a complete chunk whose result is not yet
+out) in ``o_duplicate``; each is dropped. Once a chunk's slot is free again, the same
+(group, chunk) starts a new reduction (chunk ids may be reused). When all
 ``n_chunks`` open-chunk slots are in use and a contribution opens a new chunk, ``i_contrib``
 is held (``ready`` low) and ``o_full_cycles`` counts those cycles.
 """
@@ -214,7 +216,9 @@ class ReductionUnit(wiring.Component):
         m.d.comb += [rank.eq(_popcount(below)), k.eq(_popcount(e.members))]
         valid_entry = (s1.kind == Kind.REDUCE) & s1_group_ok & e.valid & (e.op <= Op.MAX) & \
             (e.dtype <= Dtype.BF16)
-        match = Cat(*[(state[j] == OPEN) & (s_group[j] == s1.dest) & (s_chunk[j] == s1.chunk)
+        # An OPEN or CLOSED (complete, not yet streamed) slot matches: a contribution to a
+        # CLOSED chunk comes from a member that already contributed, so it is a duplicate.
+        match = Cat(*[(state[j] != FREE) & (s_group[j] == s1.dest) & (s_chunk[j] == s1.chunk)
                       for j in range(C)])
         # Priority encoders as pure expressions (continuous assigns): a comb process whose
         # inputs never change after time 0 would stay X in Icarus.
