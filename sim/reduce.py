@@ -32,7 +32,7 @@ from sim.layouts import CANONICAL_QNAN, DTYPE_BITS, Dtype, Op
 __all__ = [
     "tree_reduce", "tree_shape", "combine", "reduce_bits", "elements_per_flit",
     "unpack_flit", "pack_flit", "reduce_flits", "widen", "narrow", "VECTORS",
-    "special_values", "random_bits", "STORAGE", "FLOAT",
+    "special_values", "random_bits", "STORAGE", "FLOAT", "ALU_LATENCY", "unit_latency",
 ]
 
 #: numpy dtype of each reduction dtype's values.
@@ -61,6 +61,22 @@ def tree_reduce(values: Sequence, fn: Callable):
 def tree_shape(k: int) -> str:
     """The tree for ``k`` members as text, e.g. ``((v0+v1)+v2)`` for ``k=3``."""
     return tree_reduce([f"v{i}" for i in range(k)], lambda a, b: f"({a}+{b})")
+
+
+# -- timing of the hardware unit (rtl/reduce/unit.py uses these; its tests measure them) ----
+#: Pipeline stages of one SIMD ALU level (fp32 add 4 + native rounding 1).
+ALU_LATENCY = 5
+
+
+def unit_latency(k: int, n_ports: int) -> int:
+    """Cycles from the handshake of a chunk's last contribution to its result being valid
+    on ``o_result`` in an idle ReductionUnit: 1 ingest + 1 ready FIFO + ``k`` rank-ordered
+    reads + 1 memory + 1 widening + ``ALU_LATENCY`` per pairing level
+    (``ceil(log2 n_ports)`` levels) + 1 output register."""
+    if not 1 <= k <= n_ports:
+        raise ValueError(f"k={k} must be in 1..n_ports={n_ports}")
+    depth = max(1, (n_ports - 1).bit_length())
+    return k + 5 + depth * ALU_LATENCY
 
 
 # -- pairwise operations on bit patterns ---------------------------------------------------

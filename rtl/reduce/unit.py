@@ -40,6 +40,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.blocks import Block, Param
 from sim.layouts import (DEST_BITS, GROUP_BITS, Dtype, Kind, Op, group_entry, switch_flit)
+from sim.reduce import ALU_LATENCY, unit_latency
 
 from .lane import OP_BYPASS
 from .simd import AccToFlit, FlitToAcc, SimdAlu, check_data_width
@@ -139,6 +140,8 @@ class ReductionUnit(wiring.Component):
         self.n_chunks = n_chunks
         self.n_groups = n_groups
         self.depth = max(1, (n_ports - 1).bit_length())
+        if SimdAlu.LATENCY != ALU_LATENCY:
+            raise AssertionError("sim.reduce.ALU_LATENCY disagrees with SimdAlu.LATENCY")
         flit = switch_flit(data_width).layout()
         super().__init__({
             "i_config": In(stream.Signature(config_layout(n_ports))),
@@ -152,7 +155,7 @@ class ReductionUnit(wiring.Component):
     def latency(self, k: int) -> int:
         """Cycles from the handshake of a chunk's last contribution to ``o_result.valid``
         (idle pipeline, ready output)."""
-        return k + 5 + self.depth * self.ALU_LATENCY
+        return unit_latency(k, self.n_ports)
 
     def elaborate(self, platform):
         m = Module()
