@@ -69,16 +69,19 @@ def main(argv=None) -> int:
     ap.add_argument("--allreduce-flits", type=int, default=2048,
                     help="vector length per port of the all-reduce comparison (0: skip)")
     ap.add_argument("--only-allreduce", action="store_true")
+    ap.add_argument("--allreduce-sim", default="icarus",
+                    help="simulator of the all-reduce run (the switch with 8 reduction "
+                         "units is a long Verilator C++ build; Icarus starts faster)")
     args = ap.parse_args(argv)
 
     n = args.ports
     if args.allreduce_flits:
         params, res, secs = run_allreduce(n, args.allreduce_flits, args.depth,
-                                          args.iterations, args.sim)
+                                          args.iterations, args.allreduce_sim)
         a, r = res["in_network"], res["ring"]
         S = args.allreduce_flits
         print(f"all-reduce of {S} flits per port, {n} ports, switch {params} "
-              f"(reduce=True), {args.sim}, sim {secs:.0f} s:")
+              f"(reduce=True), {args.allreduce_sim}, build+sim {secs:.0f} s:")
         print(f"  in-network: {a['cycles']:7d} cycles  done={a['done']}  "
               f"{100 * S / max(1, a['cycles']):5.1f} % of line rate  "
               f"({a['results']} result flits, {a['bad']} wrong)")

@@ -29,3 +29,30 @@ def test_switch(case):
     result = runner.run("switch", "tb.switch.test_switch", params, sim=sim,
                         test_args={"packets": packets})
     assert result.tests and not result.failed
+
+
+REDUCE_CASES = [
+    ("icarus", {"n_ports": 3, "mode": "voq", "depth": 4, "data_width": 64, "reduce": True,
+                "n_chunks": 4}),
+]
+
+
+@pytest.mark.cocotb
+@pytest.mark.parametrize("case", REDUCE_CASES, ids=[_id(c) for c in REDUCE_CASES])
+def test_switch_reduce(case):
+    sim, params = case
+    result = runner.run("switch", "tb.switch.test_switch_reduce", params, sim=sim,
+                        test_args={"chunks": 3})
+    assert result.tests and not result.failed
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+def test_switch_reduce_verilator_soak():
+    """The switch with its units is large for Verilator (n units of SIMD float pipelines):
+    its C++ build alone takes minutes, so this run is soak only."""
+    params = {"n_ports": 2, "mode": "voq", "depth": 4, "data_width": 32, "reduce": True,
+              "n_chunks": 8}
+    result = runner.run("switch", "tb.switch.test_switch_reduce", params, sim="verilator",
+                        test_args={"chunks": 4})
+    assert result.tests and not result.failed

@@ -7,7 +7,10 @@ Both move a vector of ``flits`` flits per port (``flits`` a multiple of ``n_port
 - In-network (``i_algo = 0``): port p sends ``flits`` REDUCE flits (group 0, chunk k,
   every 32-bit element ``p + 1``), in chunk order, as fast as the switch takes them; it is
   done when it has received ``flits`` RESULT flits. Every result element must equal
-  ``n(n+1)/2`` (mismatches counted in ``o_bad``).
+  ``n(n+1)/2`` (mismatches counted in ``o_bad``). A port keeps at most
+  ``n (n_chunks - 1)`` chunks sent ahead of the results it has received, which bounds the
+  skew between ports and so the chunks open in any unit (the sender window that
+  docs/switch.md asks for).
 - Ring (``i_algo = 1``): reduce-scatter then all-gather over the ring p → p+1,
   2(n−1) steps of ``m = flits/n`` flits. Flit s of port p (of 2(n−1)m) may leave once
   p has received flit s − m (the same element of the previous step), s ≥ m; the add of a
@@ -37,6 +40,7 @@ class AllReduceHarness(wiring.Component):
         n = switch_params["n_ports"]
         if flits % n:
             raise ValueError(f"flits={flits} must be a multiple of n_ports={n}")
+        self.window = n * (switch_params.get("n_chunks", 16) - 1)
         super().__init__({"i_algo": In(1), "o_done": Out(1), "o_cycles": Out(32),
                           "o_bad": Out(32), "o_results": Out(32)})
 
@@ -71,8 +75,12 @@ class AllReduceHarness(wiring.Component):
             out = sw.o_port[p]
             target = Mux(self.i_algo, total_ring, S)
             ring_ok = (sent < mseg) | (recv > sent - mseg)
+            # in-network: at most `window` chunks sent ahead of the results received, so no
+            # unit ever has more than n_chunks - 1 chunks open (docs/switch.md caveat)
+            window_ok = sent < recv + self.window
             m.d.comb += [
-                port.valid.eq(running & (sent < target) & (~self.i_algo | ring_ok)),
+                port.valid.eq(running & (sent < target)
+                              & Mux(self.i_algo, ring_ok, window_ok)),
                 port.payload.first.eq(1), port.payload.last.eq(1),
                 port.payload.kind.eq(Mux(self.i_algo, Kind.UNICAST, Kind.REDUCE)),
                 port.payload.dest.eq(Mux(self.i_algo, (p + 1) % n, 0)),
