@@ -99,3 +99,19 @@ def test_missing_yowasp_is_a_clear_error(monkeypatch, capsys, kit_block):
 def test_block_or_all(capsys):
     assert main(["synth"]) == 2
     assert "--all" in capsys.readouterr().err
+
+
+@needs_yowasp
+@pytest.mark.parametrize("target", ["ecp5", "ice40"])
+def test_registered_prbs_gen(target):
+    """A real registered block through the registry path: LFSR state + valid in flip-flops."""
+    if "prbs-gen" not in all_blocks():
+        pytest.skip("prbs-gen is not registered")
+    order, width = 7, 8
+    r = flow.synth("prbs-gen", {"order": order, "data_width": width}, target)
+    assert r.ff == order + 1, r.cells
+    assert 0 < r.lut4 < 200 and r.bram == 0
+    assert r.fmax_mhz is not None and 50 < r.fmax_mhz < 1500
+    assert json.loads((flow._root() / r.build_dir / "result.json").read_text())["ff"] == r.ff
+    if target == "ice40":
+        assert r.io == width + 4  # payload, valid, ready, clk, rst
