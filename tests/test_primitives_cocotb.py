@@ -64,7 +64,7 @@ def test_scrambler_cocotb(block, width, sim):
 def test_crc_cocotb(algorithm, width, sim):
     result = runner.run("crc", "tb.primitives.test_crc",
                         {"algorithm": algorithm, "data_width": width}, sim=sim,
-                        test_args={"frames": 40 if width >= 256 else 80})
+                        test_args={"frames": 20 if width >= 256 else 80})
     _ok(result, 1)
 
 
