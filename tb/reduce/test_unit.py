@@ -63,8 +63,10 @@ class ReduceTB(TB):
 
 
 def build_groups(tb):
-    sizes_want = [2, 3, 8, tb.n_ports]
-    sizes = [min(sizes_want[i % 4], tb.n_ports) for i in range(len(Dtype) * len(Op))]
+    others = [k for k in range(2, tb.n_ports) if k not in (2, 3, 8)]
+    other = int(tb.rng.choice(others)) if others else 2
+    sizes_want = [2, 3, 8, tb.n_ports, other]
+    sizes = [min(sizes_want[i % 5], tb.n_ports) for i in range(len(Dtype) * len(Op))]
     dts = [d for d in Dtype for _ in Op]
     ops = [o for _ in Dtype for o in Op]
     return random_groups(tb.rng, tb.n_ports, sizes, dts, ops)
