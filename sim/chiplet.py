@@ -40,7 +40,7 @@ __all__ = [
     "PORT_BEAT", "DL_HEADER", "DL_TRAILER", "LENGTHS", "length_code", "opcode_vc",
     "data_slots", "Message", "message_slots", "pack_tl", "unpack_tl", "DLHeader",
     "dl_frame", "dl_parse", "crc32", "crc32_unappend", "crc_syndromes", "switch_kind",
-    "LinkParams", "MemoryModel", "dl_flit_slots", "VECTORS",
+    "LinkParams", "MemoryModel", "dl_flit_slots", "VECTORS", "PHY_WORD", "TL_FLIT", "STATUS",
 ]
 
 SLOT_BITS = 128
@@ -122,6 +122,30 @@ assert DL_HEADER.width == 96
 
 DL_TRAILER = Fields(list(DL_HEADER.fields) + [("crc", 32)])
 assert DL_TRAILER.width == SLOT_BITS
+
+
+#: One word on the PHY side: a slot and ``first`` (first slot of a DL flit), the flit
+#: delimiter a PCS carries in its block type.
+PHY_WORD = Fields([("data", SLOT_BITS), ("first", 1)])
+#: A TL flit between the transaction and data-link layers.
+TL_FLIT = Fields([("data", TL_BYTES * 8), ("vc", 1)])
+#: Status and counters of one chiplet (all counters saturate).
+STATUS = Fields([
+    ("state", 2),            # 0 down, 1 init, 2 active
+    ("replays", 16),         # go-back-N rewinds (NAK or timeout)
+    ("timeouts", 16),        # rewinds caused by the replay timer
+    ("crc_err", 16),         # received DL flits failing CRC
+    ("seq_err", 16),         # good-CRC data flits ahead of the expected sequence (gap)
+    ("dup", 16),             # good-CRC data flits behind it (duplicates, dropped)
+    ("frame_err", 16),       # DL flits cut short by a new ``first``
+    ("credit_err", 8),       # credit returns out of range (ignored)
+    ("bad_op", 8),           # accelerator beats with an opcode invalid on their port (dropped)
+    ("overflow", 8),         # TL flits that found a full receive buffer (never, with credits)
+    ("tx_flits", 32),        # data DL flits sent, first transmissions
+    ("tx_replayed", 32),     # data DL flits sent again
+    ("rx_flits", 32),        # data DL flits accepted in sequence
+    ("replay_pos", 6),       # replay-buffer entry the latest go-back-N restarted from
+])
 
 
 def length_code(nbytes: int) -> int:
@@ -518,7 +542,9 @@ def _vectors_flit(params: dict, seed: int, count: int) -> dict:
                                dest=int(rng.integers(256)), src=int(rng.integers(256)))
             cand = pack_tl(msgs + [m])
             if len(cand) > tl_per_dl:
-                break
+                if msgs:
+                    break
+                continue            # the first message must fit: draw another
             msgs.append(m)
             tls = cand
             if rng.random() < 0.3:

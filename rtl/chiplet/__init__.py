@@ -1,0 +1,29 @@
+"""The chiplet interface: accelerator port, transaction layer, data-link layer (issue 4).
+
+See docs/protocol.md. Formats come from :mod:`sim.chiplet`.
+"""
+
+from rtl.blocks import Block, Param
+
+from .chiplet import Chiplet
+from .dl_rx import DataLinkRx
+from .dl_tx import DataLinkTx
+from .pair import ChipletPair
+from .tl_rx import TransactionRx
+from .tl_tx import TransactionTx
+
+__all__ = ["Chiplet", "ChipletPair", "DataLinkTx", "DataLinkRx", "TransactionTx",
+           "TransactionRx", "BLOCKS", "CHIPLET_PARAMS"]
+
+CHIPLET_PARAMS = [
+    Param("tl_per_dl", int, 4, "64-byte TL flits per DL flit (1..32)"),
+    Param("replay_depth", int, 8, "DL flits held for replay (power of two, 2..64)"),
+    Param("rx_credits", int, 16, "receive buffer per VC, in TL flits (credits advertised)"),
+    Param("replay_timeout", int, 0, "cycles without ack progress before replay (0: derived)"),
+    Param("close_timeout", int, 8, "idle cycles before a partial DL flit is sent"),
+]
+
+BLOCKS = [
+    Block("chiplet", Chiplet, params=CHIPLET_PARAMS,
+          doc="Chiplet endpoint: accelerator port, TL (2 VCs), DL with replay and credits"),
+]

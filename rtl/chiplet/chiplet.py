@@ -1,0 +1,135 @@
+"""The chiplet endpoint: accelerator port, transaction layer, data-link layer."""
+
+from __future__ import annotations
+
+from amaranth import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from sim.chiplet import SRC_BITS
+from .common import STATUS, check_params, phy_layout, port_layout
+from .dl_rx import DataLinkRx
+from .dl_tx import DataLinkTx
+from .tl_rx import TransactionRx
+from .tl_tx import TransactionTx
+
+__all__ = ["Chiplet"]
+
+
+class Chiplet(wiring.Component):
+    """One NVLink-Fusion-style chiplet endpoint (docs/protocol.md).
+
+    The accelerator sends requests on ``i_req`` and the responses it owes on ``i_rsp``; it
+    receives the peer's requests on ``o_req`` and the responses to its own requests on
+    ``o_rsp`` (matched by tag; completions may return in any order). Requests ride VC 0
+    and responses VC 1, each with its own packer, credits and receive buffer, so responses
+    never wait behind requests. Requests stay in order per (source, destination): one
+    source feeds one ordered DL stream. The DL delivers every TL flit exactly once and in
+    order across bit errors, lost flits and link drops (UALink 1.0 and NVLink 1 style
+    link-level replay: sequence numbers, cumulative ACK, NAK, go-back-N, replay timer).
+
+    Parameters
+    ----------
+    tl_per_dl : int
+        TL flits (64 B) per DL flit; a DL flit is ``4 * tl_per_dl + 1`` slots of 16 B.
+    replay_depth : int
+        DL flits kept for replay (power of two, 2..64).
+    rx_credits : int
+        Receive buffer per VC in TL flits (advertised to the peer at bring-up).
+    replay_timeout : int
+        Cycles without ack progress before replaying; 0 derives ``8 * flit + 64``.
+    close_timeout : int
+        Idle cycles before a partly filled DL flit is sent as it is.
+
+    Members
+    -------
+    i_req, i_rsp : In(stream.Signature(sim.chiplet.PORT_BEAT))
+    o_req, o_rsp : Out(stream.Signature(sim.chiplet.PORT_BEAT))
+    o_phy : Out(stream.Signature(PHY_WORD))
+        Transmit words toward the PHY (128-bit slot + ``first``).
+    i_phy : In(stream.Signature(PHY_WORD))
+        Received words from the PHY (``ready`` is always 1).
+    i_link_up : In(1)
+        The PHY's receiver is locked; a drop restarts bring-up without losing flits.
+    i_node_id : In(8)
+        Source id stamped into every message sent.
+    o_status : Out(rtl.chiplet.common.STATUS)
+        Link state and counters.
+
+    Timing
+    ------
+    Request accepted on ``i_req`` to delivered on the peer's ``o_req``, idle link,
+    ``tl_per_dl = 4``, zero channel delay: measured by ``bench/link_goodput.py`` and
+    documented in docs/protocol.md ("Latency"); it is the sum of the TL packer (2), the
+    DL fill (up to ``close_timeout`` for a partial DL flit), waiting for a control flit in
+    progress (< ``4 * tl_per_dl + 1``), DL pipeline (3), the flit itself
+    (``4 * tl_per_dl + 1``, store and forward), the channel, and the receive commit (4).
+    Throughput: one 16-byte slot per cycle each way; a 256-byte write takes 17 slots.
+    Reset: all state cleared; the link comes up when ``i_link_up`` is high on both sides.
+    """
+
+    def __init__(self, tl_per_dl=4, replay_depth=8, rx_credits=16, replay_timeout=0,
+                 close_timeout=8):
+        self.lp = check_params(tl_per_dl, replay_depth, rx_credits, replay_timeout,
+                               close_timeout)
+        self.tl_per_dl = tl_per_dl
+        self.replay_depth = replay_depth
+        self.rx_credits = rx_credits
+        self.replay_timeout = replay_timeout
+        self.close_timeout = close_timeout
+        super().__init__({
+            "i_req": In(stream.Signature(port_layout())),
+            "o_req": Out(stream.Signature(port_layout())),
+            "i_rsp": In(stream.Signature(port_layout())),
+            "o_rsp": Out(stream.Signature(port_layout())),
+            "o_phy": Out(stream.Signature(phy_layout())),
+            "i_phy": In(stream.Signature(phy_layout())),
+            "i_link_up": In(1),
+            "i_node_id": In(SRC_BITS),
+            "o_status": Out(STATUS.layout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = dict(tl_per_dl=self.tl_per_dl, replay_depth=self.replay_depth,
+                 rx_credits=self.rx_credits, replay_timeout=self.replay_timeout,
+                 close_timeout=self.close_timeout)
+        m.submodules.tl_tx = tltx = TransactionTx()
+        m.submodules.dl_tx = dltx = DataLinkTx(**p)
+        m.submodules.dl_rx = dlrx = DataLinkRx(**p)
+        m.submodules.tl_rx0 = tlrx0 = TransactionRx()
+        m.submodules.tl_rx1 = tlrx1 = TransactionRx()
+
+        connect(m, flipped(self.i_req), tltx.i_req)
+        connect(m, flipped(self.i_rsp), tltx.i_rsp)
+        connect(m, tltx.o_tl, dltx.i_tl)
+        connect(m, dltx.o_phy, flipped(self.o_phy))
+        connect(m, flipped(self.i_phy), dlrx.i_phy)
+        connect(m, dlrx.o_slot0, tlrx0.i_slot)
+        connect(m, dlrx.o_slot1, tlrx1.i_slot)
+        connect(m, tlrx0.o_beat, flipped(self.o_req))
+        connect(m, tlrx1.o_beat, flipped(self.o_rsp))
+        m.d.comb += [
+            tltx.i_node_id.eq(self.i_node_id),
+            tltx.i_credit_ok.eq(dltx.o_credit_ok),
+            dltx.i_link_up.eq(self.i_link_up),
+            dlrx.i_link_up.eq(self.i_link_up),
+            dltx.i_rx_good.eq(dlrx.o_good),
+            dltx.i_rx_hdr.eq(dlrx.o_hdr),
+            dltx.i_rx_expected.eq(dlrx.o_expected),
+            dltx.i_rx_nak.eq(dlrx.o_nak),
+            dlrx.i_nak_sent.eq(dltx.o_nak_sent),
+            dltx.i_freed0.eq(tlrx0.o_freed),
+            dltx.i_freed1.eq(tlrx1.o_freed),
+        ]
+        s = self.o_status
+        m.d.comb += [
+            s.state.eq(dltx.o_state), s.replays.eq(dltx.o_replays),
+            s.timeouts.eq(dltx.o_timeouts), s.crc_err.eq(dlrx.o_crc_err),
+            s.seq_err.eq(dlrx.o_seq_err), s.dup.eq(dlrx.o_dup),
+            s.frame_err.eq(dlrx.o_frame_err), s.credit_err.eq(dltx.o_credit_err),
+            s.bad_op.eq(tltx.o_bad_op), s.overflow.eq(dlrx.o_overflow),
+            s.tx_flits.eq(dltx.o_tx_flits), s.tx_replayed.eq(dltx.o_tx_replayed),
+            s.rx_flits.eq(dlrx.o_rx_flits), s.replay_pos.eq(dltx.o_replay_pos),
+        ]
+        return m

@@ -1,0 +1,359 @@
+"""Data-link layer, transmit side: DL flits, replay buffer, go-back-N, credits, bring-up."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from sim.chiplet import (CREDIT_BITS, DL_HEADER, MAX_TL_PER_DL, SEQ_BITS, SLOT_BITS,
+                         crc32_unappend)
+from .crc32 import Crc32Slots
+from .common import (LINK_ACTIVE, LINK_DOWN, LINK_INIT, check_params, phy_layout, sat_inc,
+                     seq_dist, tl_layout)
+
+__all__ = ["DataLinkTx"]
+
+
+def _unappend(m, z):
+    """CRC of the message from the CRC of message‖0000 (matrix from the numpy model)."""
+    rows, const = crc32_unappend(4)
+    v = Signal(32)
+    m.d.comb += v.eq(z ^ const)
+    bits = []
+    for i in range(32):
+        sel = [v[j] for j in range(32) if (rows[i] >> j) & 1]
+        bits.append(Cat(*sel).xor() if sel else Const(0, 1))
+    return Cat(*bits)
+
+
+class DataLinkTx(wiring.Component):
+    """Frames TL flits into sequenced, CRC-protected DL flits and replays them go-back-N.
+
+    **Fill.** TL flits from ``i_tl`` are written, one slot per cycle, into the replay buffer
+    entry of sequence ``fill_ptr`` (``replay_depth`` entries of ``tl_per_dl`` TL flits). An
+    entry is complete when full, or when no TL flit has come for ``close_timeout`` cycles
+    after its first one; it then becomes sendable. Filling stops while ``replay_depth``
+    entries are unacknowledged (the input simply stalls). Taking a TL flit consumes one
+    credit of its VC; ``o_credit_ok`` bit ``v`` is ``(sent_v - freed_v) mod 4096 <
+    limit_v``, where ``freed_v`` is the peer's last cumulative credit return and
+    ``limit_v`` the buffer size it advertised at bring-up, so the count of TL flits in
+    flight never goes below 0 or above the limit. A credit return outside ``[freed_v,
+    sent_v]`` is ignored and counted.
+
+    **Send.** Between DL flits the sender starts the next sendable entry (``send_ptr``) if
+    the link is active, else a control flit (no TL flits, no sequence number, never
+    replayed) while the link is in bring-up or active; nothing while down. Every flit's
+    trailer carries the receiver's cumulative ``ack`` (next expected sequence), a pending
+    NAK, the cumulative credit returns (or, in bring-up flits, the buffer sizes) and the
+    CRC-32 of the whole flit. A good received ``ack`` frees entries; a NAK rewinds
+    ``send_ptr`` to the ack (go-back-N); so does the replay timer when no ack progress has
+    been seen for ``replay_timeout`` cycles while flits are unacknowledged.
+
+    **Bring-up.** ``i_link_up`` low: DOWN. Rising: INIT, sending control flits with
+    ``init=1``, the buffer sizes and ``init_seen``. INIT → ACTIVE on a good flit from the
+    peer that is either ``init`` with ``init_seen`` (it has heard us) or a normal flit (it
+    is active), once the peer's sizes are known; ``send_ptr`` is then rewound to the acked
+    point, so every unacknowledged flit is resent and the receiver drops the copies it
+    already has (sequence numbers survive a link drop; only reset clears them).
+
+    Parameters
+    ----------
+    tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
+        See :class:`sim.chiplet.LinkParams` (same names, same checks).
+
+    Members
+    -------
+    i_tl : In(stream.Signature(TL_FLIT))
+        TL flits from the transaction layer.
+    o_credit_ok : Out(2)
+        Credit available, per VC.
+    o_phy : Out(stream.Signature(PHY_WORD))
+        DL flit slots, ``first`` on slot 0; ``4 * tl_per_dl + 1`` slots per flit.
+    i_link_up : In(1)
+        The PHY's receive side is locked.
+    i_rx_good, i_rx_hdr : In(1), In(DL_HEADER)
+        Pulse from the receiver: a good-CRC flit with this header arrived.
+    i_rx_expected : In(10)
+        The receiver's next expected sequence number (sent as ``ack``).
+    i_rx_nak, o_nak_sent : In(1), Out(1)
+        The receiver wants a NAK sent; pulse when a trailer carried it.
+    i_freed0, i_freed1 : In(12)
+        Cumulative TL flits consumed from our receive buffers (sent as credit returns).
+    o_state : Out(2)
+        0 down, 1 bring-up, 2 active.
+    o_replays, o_timeouts, o_credit_err, o_tx_flits, o_tx_replayed, o_replay_pos : Out
+        Saturating counters (see ``rtl.chiplet.common.STATUS``).
+
+    Timing
+    ------
+    A complete entry starts on ``o_phy`` at the next flit boundary (at most one flit,
+    ``4 * tl_per_dl + 1`` cycles, when a control flit is in progress), its first slot 3
+    cycles after the sender picks it (buffer read, CRC stage, output register). An entry
+    is complete 4 cycles after its last TL flit is offered, or ``close_timeout`` cycles
+    after its last TL flit if it is not full. Throughput: one slot per cycle, so a
+    ``tl_per_dl`` flit carries ``4 * tl_per_dl`` payload slots in ``4 * tl_per_dl + 1``
+    cycles. Reset: all pointers, credits and counters to 0, state DOWN.
+    """
+
+    def __init__(self, tl_per_dl=4, replay_depth=8, rx_credits=16, replay_timeout=0,
+                 close_timeout=8):
+        self.lp = check_params(tl_per_dl, replay_depth, rx_credits, replay_timeout,
+                               close_timeout)
+        self.tl_per_dl = tl_per_dl
+        self.replay_depth = replay_depth
+        self.rx_credits = rx_credits
+        self.replay_timeout = replay_timeout
+        self.close_timeout = close_timeout
+        super().__init__({
+            "i_tl": In(stream.Signature(tl_layout())),
+            "o_credit_ok": Out(2),
+            "o_phy": Out(stream.Signature(phy_layout())),
+            "i_link_up": In(1),
+            "i_rx_good": In(1),
+            "i_rx_hdr": In(DL_HEADER.layout()),
+            "i_rx_expected": In(SEQ_BITS),
+            "i_rx_nak": In(1),
+            "o_nak_sent": Out(1),
+            "i_freed0": In(CREDIT_BITS),
+            "i_freed1": In(CREDIT_BITS),
+            "o_state": Out(2),
+            "o_replays": Out(16),
+            "o_timeouts": Out(16),
+            "o_credit_err": Out(8),
+            "o_tx_flits": Out(32),
+            "o_tx_replayed": Out(32),
+            "o_replay_pos": Out(6),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        N = self.tl_per_dl
+        D = self.replay_depth
+        d = D.bit_length() - 1
+        SL = 4 * N                                  # payload slots per DL flit
+        T = self.lp.timeout
+
+        m.submodules.mem = mem = Memory(shape=SLOT_BITS, depth=D * SL, init=[])
+        wp = mem.write_port()
+        rp = mem.read_port()
+        # Per-entry TL-flit count and VC bits, as flat registers read with word_select
+        # (an Array of registers becomes a memory in Yosys, which Icarus reads stale).
+        nb = (N + 1).bit_length()
+        ntl_all = Signal(D * nb)
+        vcb_all = Signal(D * N)
+
+        ack_ptr = Signal(SEQ_BITS)
+        send_ptr = Signal(SEQ_BITS)
+        fill_ptr = Signal(SEQ_BITS)
+        hi_ptr = Signal(SEQ_BITS)                   # one past the highest seq ever sent
+
+        state = Signal(2, init=LINK_DOWN)
+        m.d.comb += self.o_state.eq(state)
+
+        # ---------------- credits ----------------
+        sent = [Signal(CREDIT_BITS, name=f"sent{v}") for v in range(2)]
+        freed = [Signal(CREDIT_BITS, name=f"freed_rx{v}") for v in range(2)]
+        limit = [Signal(CREDIT_BITS, name=f"limit{v}") for v in range(2)]
+        limit_known = Signal()
+        for v in range(2):
+            m.d.comb += self.o_credit_ok[v].eq((sent[v] - freed[v])[:CREDIT_BITS] < limit[v])
+
+        # ---------------- fill ----------------
+        f_j = Signal(range(N + 1))
+        f_k = Signal(2)
+        f_vc = Signal(N)
+        f_idle = Signal(range(self.close_timeout + 1))
+        room = seq_dist(fill_ptr, ack_ptr) < D
+        fill_idx = fill_ptr[:d] if d else Const(0, 1)
+        tl = self.i_tl.payload
+        vc_next = Signal(N)
+        m.d.comb += vc_next.eq(f_vc | (tl.vc << f_j)[:N])
+        m.d.comb += [wp.addr.eq(fill_idx * SL + f_j * 4 + f_k),
+                     wp.data.eq(tl.data.word_select(f_k, SLOT_BITS))]
+
+        def complete(n, bits):
+            for i in range(D):
+                with m.If(fill_idx == i):
+                    m.d.sync += [ntl_all[i * nb:(i + 1) * nb].eq(n),
+                                 vcb_all[i * N:(i + 1) * N].eq(bits)]
+            m.d.sync += [fill_ptr.eq(fill_ptr + 1), f_j.eq(0), f_vc.eq(0), f_idle.eq(0)]
+
+        with m.If(room):
+            with m.If(self.i_tl.valid):
+                m.d.comb += wp.en.eq(1)
+                m.d.sync += [f_k.eq(f_k + 1), f_idle.eq(0)]
+                with m.If(f_k == 3):
+                    m.d.comb += self.i_tl.ready.eq(1)
+                    for v in range(2):
+                        with m.If(tl.vc == v):
+                            m.d.sync += sent[v].eq(sent[v] + 1)
+                    with m.If(f_j == N - 1):
+                        complete(N, vc_next)
+                    with m.Else():
+                        m.d.sync += [f_j.eq(f_j + 1), f_vc.eq(vc_next)]
+            with m.Elif((f_j != 0) & (f_k == 0)):
+                with m.If(f_idle >= self.close_timeout - 1):
+                    complete(f_j, f_vc)
+                with m.Else():
+                    m.d.sync += f_idle.eq(f_idle + 1)
+
+        # ---------------- send: stage A (pick word) ----------------
+        c_valid = Signal()
+        adv = Signal()
+        m.d.comb += adv.eq(~c_valid | self.o_phy.ready)
+        busy = Signal()
+        k = Signal(range(SL + 1))
+        s_seq = Signal(SEQ_BITS)
+        s_data = Signal()
+        s_ntl = Signal(range(N + 1))
+        s_vcb = Signal(N)
+        send_idx = send_ptr[:d] if d else Const(0, 1)
+        have_data = (state == LINK_ACTIVE) & (send_ptr != fill_ptr)
+        cur_on = Signal()
+        cur_k = Signal(range(SL + 1))
+        cur_seq = Signal(SEQ_BITS)
+        cur_data = Signal()
+        cur_ntl = Signal(range(N + 1))
+        cur_vcb = Signal(N)
+        m.d.comb += [
+            cur_on.eq(busy | (state != LINK_DOWN)),
+            cur_k.eq(Mux(busy, k, 0)),
+            cur_seq.eq(Mux(busy, s_seq, Mux(have_data, send_ptr, 0))),
+            cur_data.eq(Mux(busy, s_data, have_data)),
+            cur_ntl.eq(Mux(busy, s_ntl, Mux(have_data, ntl_all.word_select(send_idx, nb), 0))),
+            cur_vcb.eq(Mux(busy, s_vcb, Mux(have_data, vcb_all.word_select(send_idx, N), 0))),
+        ]
+        cur_idx = cur_seq[:d] if d else Const(0, 1)
+        m.d.comb += [rp.addr.eq(cur_idx * SL + cur_k), rp.en.eq(adv)]
+
+        # trailer header, sampled when the trailer is issued
+        hdr = Signal(DL_HEADER.layout())
+        seen = Signal()
+        is_init = state == LINK_INIT
+        m.d.comb += [
+            hdr.seq.eq(cur_seq), hdr.data.eq(cur_data), hdr.n_tl.eq(cur_ntl),
+            hdr.vc.eq(cur_vcb), hdr.ack.eq(self.i_rx_expected), hdr.nak.eq(self.i_rx_nak),
+            hdr.init.eq(is_init), hdr.init_seen.eq(seen),
+            hdr.credit0.eq(Mux(is_init, self.rx_credits, self.i_freed0)),
+            hdr.credit1.eq(Mux(is_init, self.rx_credits, self.i_freed1)),
+        ]
+
+        # stage B registers
+        b_valid = Signal()
+        b_first = Signal()
+        b_pad = Signal()
+        b_trailer = Signal()
+        b_hdr = Signal(96)
+        tx_flits = Signal(32)
+        tx_replayed = Signal(32)
+        m.d.comb += [self.o_tx_flits.eq(tx_flits), self.o_tx_replayed.eq(tx_replayed)]
+        with m.If(adv):
+            m.d.sync += b_valid.eq(cur_on)
+            with m.If(cur_on):
+                m.d.sync += [b_first.eq(cur_k == 0),
+                             b_pad.eq(~cur_data | (cur_k >= cur_ntl * 4)),
+                             b_trailer.eq(cur_k == SL),
+                             b_hdr.eq(hdr)]
+                with m.If(~busy):
+                    m.d.sync += [busy.eq(1), k.eq(1), s_seq.eq(cur_seq), s_data.eq(cur_data),
+                                 s_ntl.eq(cur_ntl), s_vcb.eq(cur_vcb)]
+                    with m.If(have_data):
+                        m.d.sync += send_ptr.eq(send_ptr + 1)
+                        with m.If(send_ptr == hi_ptr):
+                            m.d.sync += hi_ptr.eq(hi_ptr + 1)
+                            sat_inc(m, tx_flits, 1)
+                        with m.Else():
+                            sat_inc(m, tx_replayed, 1)
+                with m.Elif(k == SL):
+                    m.d.sync += busy.eq(0)
+                with m.Else():
+                    m.d.sync += k.eq(k + 1)
+        m.d.comb += self.o_nak_sent.eq(adv & cur_on & (cur_k == SL) & self.i_rx_nak)
+
+        # stage B -> C (CRC)
+        proc = Crc32Slots()
+        m.submodules.crc = proc
+        b_word = Signal(SLOT_BITS)
+        m.d.comb += b_word.eq(Mux(b_trailer, b_hdr, Mux(b_pad, 0, rp.data)))
+        m.d.comb += [proc.data.eq(b_word), proc.valid.eq(adv & b_valid),
+                     proc.start.eq(adv & b_valid & b_first)]
+        c_first = Signal()
+        c_trailer = Signal()
+        c_word = Signal(SLOT_BITS)
+        with m.If(adv):
+            m.d.sync += [c_valid.eq(b_valid), c_first.eq(b_first), c_trailer.eq(b_trailer),
+                         c_word.eq(b_word)]
+        crc = _unappend(m, proc.crc)
+        m.d.comb += [
+            self.o_phy.valid.eq(c_valid),
+            self.o_phy.payload.first.eq(c_first),
+            self.o_phy.payload.data.eq(Cat(c_word[:96], Mux(c_trailer, crc, c_word[96:]))),
+        ]
+
+        # ---------------- receive side effects: acks, naks, credits, bring-up --------------
+        rh = self.i_rx_hdr
+        good = self.i_rx_good & (state != LINK_DOWN)
+        d_new = seq_dist(rh.ack, ack_ptr)
+        d_hi = seq_dist(hi_ptr, ack_ptr)
+        d_send = seq_dist(send_ptr, ack_ptr)
+        ack_ok = d_new <= d_hi
+        replays = Signal(16)
+        timeouts = Signal(16)
+        credit_err = Signal(8)
+        m.d.comb += [self.o_replays.eq(replays), self.o_timeouts.eq(timeouts),
+                     self.o_credit_err.eq(credit_err)]
+        timer = Signal(range(T + 1))
+        replay_pos = Signal(6)
+        m.d.comb += self.o_replay_pos.eq(replay_pos)
+        progress = Signal()
+        rewind = Signal()
+
+        with m.If(good & ack_ok):
+            m.d.sync += ack_ptr.eq(rh.ack)
+            m.d.comb += progress.eq(d_new != 0)
+            with m.If(d_new > d_send):
+                m.d.sync += send_ptr.eq(rh.ack)
+            with m.If(rh.nak & (state == LINK_ACTIVE)):
+                m.d.sync += send_ptr.eq(rh.ack)
+                m.d.comb += rewind.eq(1)
+                m.d.sync += replay_pos.eq(rh.ack[:d] if d else 0)
+                sat_inc(m, replays, 1)
+
+        for v, cred in enumerate((rh.credit0, rh.credit1)):
+            d_c = (cred - freed[v])[:CREDIT_BITS]
+            d_o = (sent[v] - freed[v])[:CREDIT_BITS]
+            with m.If(good & ~rh.init):
+                with m.If(d_c <= d_o):
+                    m.d.sync += freed[v].eq(cred)
+                with m.Else():
+                    sat_inc(m, credit_err, 1)
+            with m.If(good & rh.init):
+                m.d.sync += limit[v].eq(cred)
+        with m.If(good & rh.init):
+            m.d.sync += limit_known.eq(1)
+
+        # replay timer
+        with m.If((state != LINK_ACTIVE) | progress | rewind | (ack_ptr == hi_ptr)):
+            m.d.sync += timer.eq(0)
+        with m.Elif(timer >= T - 1):
+            m.d.sync += [timer.eq(0), send_ptr.eq(ack_ptr),
+                         replay_pos.eq(ack_ptr[:d] if d else 0)]
+            sat_inc(m, replays, 1)
+            sat_inc(m, timeouts, 1)
+        with m.Else():
+            m.d.sync += timer.eq(timer + 1)
+
+        # link state
+        with m.If(~self.i_link_up):
+            m.d.sync += [state.eq(LINK_DOWN), seen.eq(0)]
+        with m.Elif(state == LINK_DOWN):
+            m.d.sync += [state.eq(LINK_INIT), seen.eq(0)]
+        with m.Elif(good):
+            m.d.sync += seen.eq(1)
+            with m.If((state == LINK_INIT) & (rh.init_seen | ~rh.init)
+                      & (limit_known | rh.init)):
+                m.d.sync += [state.eq(LINK_ACTIVE),
+                             send_ptr.eq(Mux(ack_ok, rh.ack, ack_ptr))]
+        return m

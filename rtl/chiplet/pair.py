@@ -1,0 +1,115 @@
+"""Test harness: two chiplets back to back through a fault channel (not a product block)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from .chiplet import Chiplet
+from .common import PHY_WORD, STATUS, port_layout, sat_inc
+
+__all__ = ["ChipletPair", "NODE_A", "NODE_B"]
+
+NODE_A, NODE_B = 1, 2
+
+
+class _Channel(wiring.Component):
+    """``latency``-cycle pipe of PHY words; XORs ``i_err`` into the word entering it,
+    deletes it on ``i_drop``, and passes nothing while ``i_dark``."""
+
+    def __init__(self, latency):
+        self.latency = latency
+        super().__init__({
+            "i_word": In(stream.Signature(PHY_WORD.layout())),
+            "o_word": Out(stream.Signature(PHY_WORD.layout())),
+            "i_err": In(PHY_WORD.width),
+            "i_drop": In(1),
+            "i_dark": In(1),
+            "o_hit_flits": Out(16),
+            "o_words": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.i_word.ready.eq(1)
+        v = self.i_word.valid
+        word = self.i_word.payload.as_value() ^ self.i_err
+        stages = [(Signal(name=f"v{i}"), Signal(PHY_WORD.width, name=f"w{i}"))
+                  for i in range(self.latency)]
+        pv, pw = v & ~self.i_drop & ~self.i_dark, word
+        for sv, sw in stages:
+            m.d.sync += [sv.eq(pv), sw.eq(pw)]
+            pv, pw = sv, sw
+        m.d.comb += [self.o_word.valid.eq(pv), self.o_word.payload.eq(pw)]
+        # flits hit by an error or a drop (flit boundaries taken from the sent words)
+        hit = Signal()
+        hits = Signal(16)
+        words = Signal(32)
+        m.d.comb += [self.o_hit_flits.eq(hits), self.o_words.eq(words)]
+        bad = (self.i_err != 0) | self.i_drop | self.i_dark
+        with m.If(v):
+            sat_inc(m, words, 1)
+            with m.If(self.i_word.payload.first):
+                m.d.sync += hit.eq(bad)
+                sat_inc(m, hits, bad)
+            with m.Else():
+                m.d.sync += hit.eq(hit | bad)
+                sat_inc(m, hits, bad & ~hit)
+        return m
+
+
+class ChipletPair(wiring.Component):
+    """Chiplet A (node 1) and chiplet B (node 2) joined by two fault channels.
+
+    Members: ``a_i_req`` ... ``b_o_rsp`` (the four accelerator ports of each side),
+    ``i_err_ab``/``i_drop_ab``/``i_dark_ab`` (and ``_ba``) fault inputs applied to the word
+    entering the channel that cycle, ``i_link_up_a``/``i_link_up_b``, ``o_status_a``/
+    ``o_status_b``, ``o_hit_ab``/``o_hit_ba`` (flits hit by a fault).
+    """
+
+    def __init__(self, latency=4, **params):
+        if not isinstance(latency, int) or not 1 <= latency <= 256:
+            raise ValueError(f"latency={latency!r} must be in 1..256")
+        self.latency = latency
+        self.params = params
+        self.a = Chiplet(**params)
+        self.b = Chiplet(**params)
+        sig = {}
+        for side in ("a", "b"):
+            for port, flow in (("i_req", In), ("o_req", Out), ("i_rsp", In), ("o_rsp", Out)):
+                sig[f"{side}_{port}"] = flow(stream.Signature(port_layout()))
+            sig[f"i_link_up_{side}"] = In(1)
+            sig[f"o_status_{side}"] = Out(STATUS.layout())
+        for d in ("ab", "ba"):
+            sig[f"i_err_{d}"] = In(PHY_WORD.width)
+            sig[f"i_drop_{d}"] = In(1)
+            sig[f"i_dark_{d}"] = In(1)
+            sig[f"o_hit_{d}"] = Out(16)
+            sig[f"o_words_{d}"] = Out(32)
+        super().__init__(sig)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.a = a = self.a
+        m.submodules.b = b = self.b
+        m.submodules.ab = ab = _Channel(self.latency)
+        m.submodules.ba = ba = _Channel(self.latency)
+        for side, c, nid in (("a", a, NODE_A), ("b", b, NODE_B)):
+            for port in ("i_req", "i_rsp"):
+                connect(m, flipped(getattr(self, f"{side}_{port}")), getattr(c, port))
+            for port in ("o_req", "o_rsp"):
+                connect(m, getattr(c, port), flipped(getattr(self, f"{side}_{port}")))
+            m.d.comb += [c.i_node_id.eq(nid), c.i_link_up.eq(getattr(self, f"i_link_up_{side}")),
+                         getattr(self, f"o_status_{side}").eq(c.o_status)]
+        connect(m, a.o_phy, ab.i_word)
+        connect(m, ab.o_word, b.i_phy)
+        connect(m, b.o_phy, ba.i_word)
+        connect(m, ba.o_word, a.i_phy)
+        for d, ch in (("ab", ab), ("ba", ba)):
+            m.d.comb += [ch.i_err.eq(getattr(self, f"i_err_{d}")),
+                         ch.i_drop.eq(getattr(self, f"i_drop_{d}")),
+                         ch.i_dark.eq(getattr(self, f"i_dark_{d}")),
+                         getattr(self, f"o_hit_{d}").eq(ch.o_hit_flits),
+                         getattr(self, f"o_words_{d}").eq(ch.o_words)]
+        return m

@@ -1,0 +1,90 @@
+"""Transaction layer, receive side: a VC's TL-flit slots → accelerator beats."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from sim.chiplet import CREDIT_BITS, SLOT_BITS
+from .common import data_slots, port_layout
+
+__all__ = ["TransactionRx"]
+
+
+class TransactionRx(wiring.Component):
+    """Parses the slot stream of one virtual channel back into messages.
+
+    Slots come from the VC's receive buffer four per TL flit. A header slot with opcode NULL
+    skips the rest of its TL flit; otherwise the header is held and repeated on each of its
+    ``length / 16`` data beats (one beat for a message without data).
+
+    Members
+    -------
+    i_slot : In(stream.Signature(128))
+        Slots of committed TL flits, in order (from the receive FIFO).
+    o_beat : Out(stream.Signature(sim.chiplet.PORT_BEAT))
+        Delivered messages, header fields on every beat.
+    o_freed : Out(12)
+        Cumulative count of TL flits consumed (mod 4096): the credits to return.
+
+    Timing
+    ------
+    One slot per cycle; a data-carrying message's header slot takes a cycle without an
+    output beat. Combinational from ``i_slot`` to ``o_beat`` (no register): latency 0
+    cycles beyond the FIFO. Reset clears the parse state and ``o_freed``.
+    """
+
+    def __init__(self):
+        super().__init__({
+            "i_slot": In(stream.Signature(SLOT_BITS)),
+            "o_beat": Out(stream.Signature(port_layout())),
+            "o_freed": Out(CREDIT_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        k = Signal(2)            # slot position inside the TL flit
+        rem = Signal(5)          # data slots left in the current message
+        skip = Signal()          # padding until the end of this TL flit
+        hdr = Signal(SLOT_BITS)
+        freed = Signal(CREDIT_BITS)
+        m.d.comb += self.o_freed.eq(freed)
+        slot = self.i_slot.payload
+        from sim.chiplet import TL_HEADER
+        op = slot[:4]
+        length = slot[TL_HEADER.offsets["length"]:TL_HEADER.offsets["length"] + 2]
+        nds = Signal(5)
+        m.d.comb += nds.eq(data_slots(op, length))
+        pop = Signal()
+        emit = Signal()     # this slot makes an output beat (X-safe: gated by valid)
+        m.d.comb += self.o_beat.valid.eq(self.i_slot.valid & emit)
+        with m.If(skip):
+            m.d.comb += [self.i_slot.ready.eq(1), pop.eq(self.i_slot.valid)]
+            with m.If(pop & (k == 3)):
+                m.d.sync += skip.eq(0)
+        with m.Elif(rem != 0):
+            m.d.comb += [emit.eq(1),
+                         self.o_beat.payload.eq(Cat(slot, hdr)),
+                         self.i_slot.ready.eq(self.o_beat.ready),
+                         pop.eq(self.i_slot.valid & self.o_beat.ready)]
+            with m.If(pop):
+                m.d.sync += rem.eq(rem - 1)
+        with m.Elif(op == 0):
+            m.d.comb += [self.i_slot.ready.eq(1), pop.eq(self.i_slot.valid)]
+            with m.If(pop & (k != 3)):
+                m.d.sync += skip.eq(1)
+        with m.Elif(nds == 0):
+            m.d.comb += [emit.eq(1),
+                         self.o_beat.payload.eq(Cat(Const(0, SLOT_BITS), slot)),
+                         self.i_slot.ready.eq(self.o_beat.ready),
+                         pop.eq(self.i_slot.valid & self.o_beat.ready)]
+        with m.Else():
+            m.d.comb += [self.i_slot.ready.eq(1), pop.eq(self.i_slot.valid)]
+            with m.If(pop):
+                m.d.sync += [hdr.eq(slot), rem.eq(nds)]
+        with m.If(pop):
+            m.d.sync += k.eq(k + 1)
+            with m.If(k == 3):
+                m.d.sync += freed.eq(freed + 1)
+        return m

@@ -1,0 +1,145 @@
+"""Transaction layer, transmit side: accelerator beats → 64-byte TL flits on two VCs."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from sim.chiplet import SLOT_BITS, SRC_BITS, TL_HEADER
+from .common import data_slots, port_layout, sat_inc, tl_layout, valid_opcode
+
+__all__ = ["TransactionTx"]
+
+
+class TransactionTx(wiring.Component):
+    """Packs requests (VC 0) and responses (VC 1) into TL flits and arbitrates by credit.
+
+    Each port's messages become a header slot (the port's header fields with ``src`` set to
+    ``i_node_id``) and ``length / 16`` data slots, packed back to back into 64-byte TL flits
+    of that port's VC (docs/protocol.md, "Transaction layer"). When a message ends inside a
+    TL flit and no next beat is waiting, the flit is closed with zero (NULL) slots. Each VC
+    has its own packer and a 2-flit FIFO, so a stalled request stream never holds up
+    responses. The arbiter hands the DL a TL flit of a VC only while ``i_credit_ok`` allows
+    it, alternating between the VCs when both are eligible, and holds its choice until the
+    flit is taken.
+
+    Parameters
+    ----------
+    none.
+
+    Members
+    -------
+    i_req, i_rsp : In(stream.Signature(sim.chiplet.PORT_BEAT))
+        Accelerator beats. A beat whose opcode is not valid on its port (requests: WRITE,
+        READ, ATOMIC_ADD, MULTICAST, REDUCE; responses: READ_CPL, WRITE_ACK, ATOMIC_ACK)
+        at a message start is dropped and counted in ``o_bad_op``.
+    i_node_id : In(8)
+        This chiplet's node id, stamped into ``src``.
+    i_credit_ok : In(2)
+        Bit ``v``: the DL has a credit for one more TL flit on VC ``v``.
+    o_tl : Out(stream.Signature(TL_FLIT))
+        TL flits (512 bits of data, ``vc``).
+    o_bad_op : Out(8)
+        Dropped beats (saturating).
+
+    Timing
+    ------
+    Accepts one beat per cycle per port, except one extra cycle per data-carrying message
+    for its header slot. A TL flit reaches ``o_tl`` 2 cycles after the beat that completes
+    it (packer register, FIFO). Reset empties the packers and FIFOs.
+    """
+
+    def __init__(self):
+        super().__init__({
+            "i_req": In(stream.Signature(port_layout())),
+            "i_rsp": In(stream.Signature(port_layout())),
+            "i_node_id": In(SRC_BITS),
+            "i_credit_ok": In(2),
+            "o_tl": Out(stream.Signature(tl_layout())),
+            "o_bad_op": Out(8),
+        })
+
+    def _packer(self, m, vc, port, bad):
+        q = fifo.SyncFIFOBuffered(width=4 * SLOT_BITS, depth=2)
+        m.submodules[f"flits{vc}"] = q
+        slots = [Signal(SLOT_BITS, name=f"p{vc}_slot{i}") for i in range(3)]
+        pos = Signal(2, name=f"p{vc}_pos")
+        rem = Signal(5, name=f"p{vc}_rem")       # data slots left in the current message
+        beat = port.payload
+        hdr = Signal(SLOT_BITS, name=f"p{vc}_hdr")
+        m.d.comb += hdr.eq(beat.as_value()[SLOT_BITS:])
+        src_lo = TL_HEADER.offsets["src"]
+        hdr_stamped = Cat(hdr[:src_lo], self.i_node_id, hdr[src_lo + SRC_BITS:])
+        nds = Signal(5, name=f"p{vc}_nds")
+        m.d.comb += nds.eq(data_slots(beat.opcode, beat.length))
+        ok_op = valid_opcode(beat.opcode, vc)
+
+        wr = Signal(name=f"p{vc}_wr")
+        word = Signal(SLOT_BITS, name=f"p{vc}_word")
+        can = Signal(name=f"p{vc}_can")
+        m.d.comb += can.eq((pos != 3) | q.w_rdy)
+        padding = Signal(name=f"p{vc}_padding")   # NULL until the end of this TL flit
+        with m.If(padding):
+            m.d.comb += [word.eq(0), wr.eq(can)]
+            with m.If(can & (pos == 3)):
+                m.d.sync += padding.eq(0)
+        with m.Elif(rem != 0):
+            # data slot of the current message
+            m.d.comb += [word.eq(beat.data), wr.eq(port.valid & can),
+                         port.ready.eq(can)]
+            with m.If(port.valid & can):
+                m.d.sync += rem.eq(rem - 1)
+        with m.Elif(port.valid & ~ok_op):
+            m.d.comb += port.ready.eq(1)
+            sat_inc(m, bad, 1)
+        with m.Elif(port.valid):
+            # header slot; a message without data is consumed with it
+            m.d.comb += [word.eq(hdr_stamped), wr.eq(can),
+                         port.ready.eq(can & (nds == 0))]
+            with m.If(can):
+                m.d.sync += rem.eq(nds)
+        with m.Elif(pos != 0):
+            # message boundary inside a flit and nothing waiting: close with NULL slots
+            m.d.comb += [word.eq(0), wr.eq(can)]
+            with m.If(can & (pos != 3)):
+                m.d.sync += padding.eq(1)
+        with m.If(wr):
+            m.d.sync += pos.eq(pos + 1)
+            for i in range(3):
+                with m.If(pos == i):
+                    m.d.sync += slots[i].eq(word)
+        m.d.comb += [q.w_data.eq(Cat(*slots, word)), q.w_en.eq(wr & (pos == 3))]
+        return q
+
+    def elaborate(self, platform):
+        m = Module()
+        bad = Signal(8)
+        m.d.comb += self.o_bad_op.eq(bad)
+        bad0, bad1 = Signal(8), Signal(8)
+        q0 = self._packer(m, 0, self.i_req, bad0)
+        q1 = self._packer(m, 1, self.i_rsp, bad1)
+        m.d.comb += bad.eq(Mux(bad0 + bad1 > 255, 255, bad0 + bad1))
+
+        # Arbiter: lock a choice until the TL flit is taken; alternate when both eligible.
+        locked = Signal()
+        sel = Signal()
+        last = Signal()
+        elig0 = q0.r_rdy & self.i_credit_ok[0]
+        elig1 = q1.r_rdy & self.i_credit_ok[1]
+        choice = Signal()
+        m.d.comb += choice.eq(Mux(elig0 & elig1, ~last, elig1))
+        cur = Mux(locked, sel, choice)
+        valid = Mux(locked, 1, elig0 | elig1)
+        m.d.comb += [
+            self.o_tl.valid.eq(valid),
+            self.o_tl.payload.data.eq(Mux(cur, q1.r_data, q0.r_data)),
+            self.o_tl.payload.vc.eq(cur),
+            q0.r_en.eq(valid & self.o_tl.ready & (cur == 0)),
+            q1.r_en.eq(valid & self.o_tl.ready & (cur == 1)),
+        ]
+        with m.If(valid & self.o_tl.ready):
+            m.d.sync += [locked.eq(0), last.eq(cur)]
+        with m.Elif(valid):
+            m.d.sync += [locked.eq(1), sel.eq(cur)]
+        return m

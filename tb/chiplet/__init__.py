@@ -1,0 +1,1 @@
+"""cocotb testbenches of the chiplet link (two endpoints through a fault channel)."""

@@ -1,0 +1,401 @@
+"""Link testbench kit: traffic, responders, fault injection and a counting scoreboard.
+
+Used by :mod:`tb.chiplet.test_link` (cocotb tests) and by ``fusionfabric link`` (through
+the same cocotb module with ``stats_file`` set). The DUT is ``rtl.chiplet.ChipletPair``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+
+import cocotb
+from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge, Timer
+
+from sim import chiplet as C
+from sim.chiplet import STATUS, MemoryModel, Message, Opcode
+from tb.common.scoreboard import ScoreboardError
+from tb.common.stream import StreamSink, StreamSource
+from tb.common.tb import TB
+
+NODE = {"a": 1, "b": 2}
+POSTED = (Opcode.MULTICAST, Opcode.REDUCE)
+
+
+class LinkScoreboard:
+    """Per-(source, destination) in-order check that counts instead of stopping.
+
+    ``observe`` classifies each delivered message: in order and intact; a duplicate of one
+    already delivered; or corrupt/out of order. ``strict`` raises on the first problem
+    (tests); otherwise the counts are reported (``fusionfabric link``).
+    """
+
+    def __init__(self, name, seed, strict=True, watchdog=None):
+        self.name, self.seed, self.strict, self.watchdog = name, seed, strict, watchdog
+        self.queues: dict = {}
+        self.done: dict = {}
+        self.delivered = self.duplicates = self.corrupt = 0
+
+    def expect(self, key, item):
+        self.queues.setdefault(key, deque()).append(item)
+
+    def _fail(self, msg):
+        if self.strict:
+            raise ScoreboardError(f"{self.name}: {msg} (seed {self.seed})")
+
+    def observe(self, key, item):
+        q = self.queues.get(key)
+        seen = self.done.setdefault(key, deque(maxlen=256))
+        if q and q[0] == item:
+            q.popleft()
+            seen.append(item)
+            self.delivered += 1
+            if self.watchdog:
+                self.watchdog.kick(f"{self.name}[{key}] #{self.delivered}")
+        elif item in seen:
+            self.duplicates += 1
+            self._fail(f"[{key}] duplicate delivery {item}")
+        else:
+            self.corrupt += 1
+            self._fail(f"[{key}] got {item}, expected {q[0] if q else 'nothing'}")
+
+    @property
+    def pending(self):
+        return sum(len(q) for q in self.queues.values())
+
+    def check_empty(self):
+        if self.pending:
+            left = {k: len(q) for k, q in self.queues.items() if q}
+            raise ScoreboardError(f"{self.name}: {self.pending} never delivered {left} "
+                                  f"(seed {self.seed})")
+
+
+class Assembler:
+    """Port beats → Messages (header fields on every beat)."""
+
+    def __init__(self, handler):
+        self.beats = []
+        self.first_cycle = 0
+        self.handler = handler
+
+    def __call__(self, word, cycle):
+        if not self.beats:
+            self.first_cycle = cycle
+        self.beats.append(word)
+        f = C.TL_HEADER.unpack(self.beats[0] >> C.SLOT_BITS)
+        if len(self.beats) == max(1, C.data_slots(f["opcode"], f["length"])):
+            msg = Message.from_beats(self.beats)
+            self.beats = []
+            self.handler(msg, self.first_cycle)
+
+
+class Side:
+    """One chiplet's accelerator: requester (tags), completer (memory), four ports."""
+
+    def __init__(self, tb, name):
+        self.tb, self.name = tb, name
+        self.node = NODE[name]
+        self.peer = NODE["b" if name == "a" else "a"]
+        rng, dut, clk, wd = tb.rng, tb.dut, tb.clk, tb.watchdog
+        idle, bp = tb.idle, tb.backpressure
+        self.req_src = StreamSource(dut, f"{name}_i_req", clk, rng, idle, wd)
+        self.rsp_src = StreamSource(dut, f"{name}_i_rsp", clk, rng, idle, wd)
+        self.req_sink = StreamSink(dut, f"{name}_o_req", clk, rng, bp, wd, keep=False)
+        self.rsp_sink = StreamSink(dut, f"{name}_o_rsp", clk, rng, bp, wd, keep=False)
+        self.req_sink.on_beat.append(Assembler(self.on_request))
+        self.rsp_sink.on_beat.append(Assembler(self.on_completion))
+        self.req_src.on_send.append(self.on_req_beat)
+        self.mem = MemoryModel(self.node)
+        self.free_tags = deque(range(256))
+        self.outstanding: dict[int, Message] = {}
+        self.tag_freed = Event()
+        self.pending_rsp: list[Message] = []
+        self.sent = 0
+        self.bytes_delivered = 0
+        self.first_beat_cycles = deque()
+        self._beats_left = 0
+        self.done = False
+
+    # requests out
+    def on_req_beat(self, word, cycle):
+        if self._beats_left == 0:
+            f = C.TL_HEADER.unpack(word >> C.SLOT_BITS)
+            self._beats_left = max(1, C.data_slots(f["opcode"], f["length"]))
+            self.first_beat_cycles.append(cycle)
+        self._beats_left -= 1
+
+    async def requester(self, n):
+        tb = self.tb
+        for i in range(n):
+            nonposted = tb.rng.random() >= tb.posted_fraction
+            if nonposted:
+                while not self.free_tags:
+                    self.tag_freed.clear()
+                    await self.tag_freed.wait()
+                tag = self.free_tags.popleft()
+                ops = [Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD]
+            else:
+                tag = int(tb.rng.integers(256))
+                ops = list(POSTED)
+            if tb.only_writes:
+                ops = [Opcode.WRITE]
+            msg = C.random_message(tb.rng, ops, tag=tag, dest=self.peer)
+            if tb.fixed_length is not None:
+                msg = Message(msg.opcode, tb.fixed_length, msg.tag, msg.dest, 0, msg.addr,
+                              data=tb.rng.bytes(C.data_slots(msg.opcode, tb.fixed_length) * 16))
+            if nonposted:
+                self.outstanding[tag] = msg
+            tb.sample_msg(msg)
+            tb.sb_req.expect((self.node, self.peer), msg.with_src(self.node))
+            self.req_src.send_many(msg.beats())
+            self.sent += 1
+            if self.req_src.queue and len(self.req_src.queue) > 64:
+                await self.req_src.wait_idle()
+        await self.req_src.wait_idle()
+        self.done = True
+
+    # requests in (we are the completer)
+    def on_request(self, msg, cycle):
+        self.tb.sb_req.observe((msg.src, self.node), msg)
+        if self.first_beat_cycles_peer():
+            self.tb.latency.append(cycle - self.tb.side(msg.src).first_beat_cycles.popleft())
+        if msg.opcode in (Opcode.WRITE, Opcode.MULTICAST, Opcode.REDUCE, Opcode.ATOMIC_ADD):
+            self.tb.bytes[msg.src] += len(msg.data)
+        rsp = self.mem.respond(msg)
+        if rsp is not None:
+            self.pending_rsp.append(rsp)
+
+    def first_beat_cycles_peer(self):
+        return bool(self.tb.side(self.peer).first_beat_cycles)
+
+    async def responder(self):
+        tb = self.tb
+        while True:
+            if self.pending_rsp:
+                # out of order: any pending response may go next
+                i = int(tb.rng.integers(len(self.pending_rsp)))
+                rsp = self.pending_rsp.pop(i).with_src(self.node)
+                tb.sb_cpl.expect((rsp.dest, rsp.tag), rsp)
+                self.rsp_src.send_many(rsp.beats())
+                if len(self.rsp_src.queue) > 32:
+                    await self.rsp_src.wait_idle()
+            await FallingEdge(tb.clk)
+
+    # completions in
+    def on_completion(self, msg, cycle):
+        tb = self.tb
+        if msg.tag not in self.outstanding:
+            tb.sb_cpl.corrupt += 1
+            tb.sb_cpl._fail(f"completion for tag {msg.tag} not outstanding at node {self.node}")
+            return
+        tb.sb_cpl.observe((self.node, msg.tag), msg)
+        del self.outstanding[msg.tag]
+        self.free_tags.append(msg.tag)
+        self.tag_freed.set()
+
+
+class LinkTB(TB):
+    def __init__(self, dut, strict=True):
+        super().__init__(dut, stall_cycles=int(tb_arg(dut, "stall", 20000)))
+        a = self.args
+        self.strict = strict
+        self.n = int(a.get("n", 200))
+        self.ber = float(a.get("ber", 0.0))
+        self.burst = int(a.get("burst", 0))
+        self.first_flips = bool(a.get("first_flips", False))
+        self.drop_rate = float(a.get("drop_rate", 0.0))
+        self.dark_events = int(a.get("dark_events", 0))
+        self.link_drops = int(a.get("link_drops", 0))
+        self.idle = float(a.get("idle", 0.2))
+        self.backpressure = float(a.get("backpressure", 0.2))
+        self.posted_fraction = float(a.get("posted_fraction", 0.2))
+        self.only_writes = bool(a.get("only_writes", False))
+        self.fixed_length = a.get("fixed_length")
+        self.one_way = bool(a.get("one_way", False))
+        self.pause = a.get("pause")          # [sink name, start cycle, cycles]
+        self.stats_file = a.get("stats_file")
+        self.sb_req = LinkScoreboard("requests", self.seed, strict, self.watchdog)
+        self.sb_cpl = LinkScoreboard("completions", self.seed, strict, self.watchdog)
+        self.latency = []
+        self.bytes = {1: 0, 2: 0}
+        self.samplers = []
+        self.cycle = 0
+        for s in ("i_err_ab", "i_err_ba", "i_drop_ab", "i_drop_ba", "i_dark_ab", "i_dark_ba"):
+            getattr(dut, s).value = 0
+        dut.i_link_up_a.value = 0
+        dut.i_link_up_b.value = 0
+        for side in ("a", "b"):
+            for port in ("i_req", "i_rsp"):
+                getattr(dut, f"{side}_{port}__valid").value = 0
+            for port in ("o_req", "o_rsp"):
+                getattr(dut, f"{side}_{port}__ready").value = 0
+
+    def side(self, node):
+        return self.sides[0] if node == NODE["a"] else self.sides[1]
+
+    def sample_msg(self, msg):
+        for fn in self.samplers:
+            fn(msg)
+
+    def status(self, side):
+        return STATUS.unpack(int(getattr(self.dut, f"o_status_{side}").value.to_unsigned()))
+
+    async def count_cycles(self):
+        while True:
+            await RisingEdge(self.clk)
+            self.cycle += 1
+
+    async def faults(self, d):
+        """Bit errors at ``ber`` on the 128 data bits (and the ``first`` bit if
+        ``first_flips``), as single flips or bursts of up to ``burst`` bits in a word."""
+        nbits = 129 if self.first_flips else 128
+        p_word = 1.0 - (1.0 - self.ber) ** nbits if self.ber > 0 else 0.0
+        p_drop = self.drop_rate
+        rng = self.rng_faults
+        err = getattr(self.dut, f"i_err_{d}")
+        drop = getattr(self.dut, f"i_drop_{d}")
+        p_any = p_word + p_drop
+        if p_any <= 0:
+            return
+        while True:
+            gap = int(rng.geometric(min(1.0, p_any)))
+            await Timer(10 * max(1, gap - 1), unit="ns")
+            await FallingEdge(self.clk)
+            if self.faults_off:
+                return
+            if rng.random() < p_drop / p_any:
+                drop.value = 1
+                await FallingEdge(self.clk)
+                drop.value = 0
+                continue
+            if self.burst:
+                length = int(rng.integers(1, self.burst + 1))
+                pos = int(rng.integers(0, nbits - length + 1))
+                inner = int(rng.integers(0, 1 << max(0, length - 2))) if length > 2 else 0
+                pat = (1 | (inner << 1) | (1 << (length - 1))) if length > 1 else 1
+                mask = pat << pos
+            else:
+                k = 1 + int(rng.binomial(nbits - 1, self.ber))
+                mask = 0
+                for b in rng.choice(nbits, size=k, replace=False):
+                    mask |= 1 << int(b)
+            err.value = mask
+            await FallingEdge(self.clk)
+            err.value = 0
+
+    async def outages(self):
+        """``dark_events`` silent outages (link_up stays high) and ``link_drops`` PHY
+        drops (link_up low, both directions dark), spread over the run."""
+        rng = self.rng_faults
+        events = ["dark"] * self.dark_events + ["drop"] * self.link_drops
+        rng.shuffle(events)
+        for ev in events:
+            await Timer(10 * int(rng.integers(300, 1500)), unit="ns")
+            await FallingEdge(self.clk)
+            length = int(rng.integers(20, 400))
+            d = ["ab", "ba"][int(rng.integers(2))]
+            if ev == "dark":
+                getattr(self.dut, f"i_dark_{d}").value = 1
+                await Timer(10 * length, unit="ns")
+                await FallingEdge(self.clk)
+                getattr(self.dut, f"i_dark_{d}").value = 0
+            else:
+                busy = any(not s.done for s in self.sides)
+                self.dut.i_dark_ab.value = 1
+                self.dut.i_dark_ba.value = 1
+                side = ["a", "b", "ab"][int(rng.integers(3))]
+                for s in side:
+                    getattr(self.dut, f"i_link_up_{s}").value = 0
+                await Timer(10 * length, unit="ns")
+                await FallingEdge(self.clk)
+                self.dut.i_dark_ab.value = 0
+                self.dut.i_dark_ba.value = 0
+                await Timer(10 * int(rng.integers(1, 20)), unit="ns")
+                await FallingEdge(self.clk)
+                for s in side:
+                    getattr(self.dut, f"i_link_up_{s}").value = 1
+                for fn in self.on_bringup:
+                    fn(busy)
+
+    async def pauser(self):
+        name, start, cycles = self.pause
+        sink = {"a_o_req": self.sides[0].req_sink, "a_o_rsp": self.sides[0].rsp_sink,
+                "b_o_req": self.sides[1].req_sink, "b_o_rsp": self.sides[1].rsp_sink}[name]
+        await Timer(10 * int(start), unit="ns")
+        sink.paused = True
+        await Timer(10 * int(cycles), unit="ns")
+        sink.paused = False
+
+    async def run(self):
+        import numpy as np
+        self.rng_faults = np.random.default_rng([self.seed, 7])
+        self.faults_off = False
+        self.on_bringup = []
+        await self.reset()
+        self.sides = [Side(self, "a"), Side(self, "b")]
+        cocotb.start_soon(self.count_cycles())
+        self.dut.i_link_up_a.value = 1
+        self.dut.i_link_up_b.value = 1
+        self.start_watchdog()
+        for s in self.sides:
+            cocotb.start_soon(s.responder())
+        for d in ("ab", "ba"):
+            cocotb.start_soon(self.faults(d))
+        outages = cocotb.start_soon(self.outages())
+        if self.pause:
+            cocotb.start_soon(self.pauser())
+        t0 = self.cycle
+        reqs = [cocotb.start_soon(self.sides[0].requester(self.n))]
+        if not self.one_way:
+            reqs.append(cocotb.start_soon(self.sides[1].requester(self.n)))
+        for r in reqs:
+            await r
+        while (self.sb_req.pending or self.sb_cpl.pending
+               or any(s.pending_rsp or s.outstanding or s.rsp_src.queue for s in self.sides)):
+            await Timer(10 * 64, unit="ns")
+        t1 = self.cycle
+        self.watchdog.stop()
+        await outages
+        self.faults_off = True      # no new errors: every hit flit gets checked below
+        await Timer(10 * 400, unit="ns")   # let in-flight control flits and counters settle
+        await ReadOnly()
+        return self.report(t1 - t0)
+
+    def report(self, cycles):
+        sa, sb = self.status("a"), self.status("b")
+        hits = {d: int(getattr(self.dut, f"o_hit_{d}").value.to_unsigned()) for d in ("ab", "ba")}
+        words = {d: int(getattr(self.dut, f"o_words_{d}").value.to_unsigned())
+                 for d in ("ab", "ba")}
+        lat = sorted(self.latency)
+        payload = self.bytes[1] + self.bytes[2]
+        stats = {
+            "seed": self.seed, "sim": self.sim, "params": self.params, "ber": self.ber,
+            "sent": sum(s.sent for s in self.sides),
+            "delivered": self.sb_req.delivered,
+            "completions": self.sb_cpl.delivered,
+            "duplicates": self.sb_req.duplicates + self.sb_cpl.duplicates,
+            "corrupt": self.sb_req.corrupt + self.sb_cpl.corrupt,
+            "lost": self.sb_req.pending + self.sb_cpl.pending,
+            "replays": sa["replays"] + sb["replays"],
+            "timeouts": sa["timeouts"] + sb["timeouts"],
+            "crc_errors": sa["crc_err"] + sb["crc_err"],
+            "flits_hit": hits["ab"] + hits["ba"],
+            "cycles": cycles,
+            "payload_bytes": payload,
+            "goodput_bytes_per_cycle": payload / max(1, cycles),
+            "goodput_fraction_of_slot_rate": payload / max(1, cycles) / (16 * (1 if self.one_way else 2)),
+            "latency_cycles": {"min": lat[0] if lat else None,
+                               "mean": sum(lat) / len(lat) if lat else None,
+                               "p99": lat[int(0.99 * (len(lat) - 1))] if lat else None,
+                               "max": lat[-1] if lat else None},
+            "status_a": sa, "status_b": sb, "hits": hits, "words": words,
+        }
+        if self.stats_file:
+            with open(self.stats_file, "w") as f:
+                json.dump(stats, f, indent=1)
+        return stats
+
+
+def tb_arg(dut, key, default):
+    from tb.common.env import tb_args
+    return tb_args().get(key, default)
