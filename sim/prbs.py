@@ -34,6 +34,8 @@ from typing import Sequence
 
 import numpy as np
 
+from sim.scrambler import bits_to_words, iir_fill
+
 __all__ = ["PRBS_TAPS", "LOCK_BITS", "BLOCK_BITS", "ERRORS_MAX", "prbs_taps",
            "prbs_bits_ref", "prbs_words", "predict_bits_ref", "gen_matrices",
            "predict_matrices", "PrbsChecker", "VECTORS"]
@@ -87,15 +89,14 @@ def predict_bits_ref(order: int, bits: Sequence[int], hist: int = 0) -> tuple[li
 
 # -- fast word generator --------------------------------------------------------------------
 def _words(bits: np.ndarray, width: int) -> list[int]:
-    from sim.scrambler import bits_to_words
-
     return bits_to_words(bits, width)
 
 
 def prbs_words(order: int, data_width: int, count: int, state: int | None = None
                ) -> tuple[list[int], int]:
-    """``count`` words of ``data_width`` bits (bit 0 first in time); vectorized in blocks of
-    ``m`` bits. Returns ``(words, state_after)``."""
+    """``count`` words of ``data_width`` bits (bit 0 first in time); vectorized with
+    :func:`sim.scrambler.iir_fill` (blocks of ``m`` bits, then of ``2^j m`` bits with the
+    squared polynomial). Returns ``(words, state_after)``."""
     m, n = prbs_taps(order)
     if int(data_width) < 1:
         raise ValueError(f"data_width={data_width} must be positive")
@@ -103,9 +104,7 @@ def prbs_words(order: int, data_width: int, count: int, state: int | None = None
     total = int(count) * int(data_width)
     buf = np.zeros(n + total, dtype=np.uint8)
     buf[:n] = [(state >> (n - 1 - i)) & 1 for i in range(n)]  # oldest first
-    for start in range(0, total, m):
-        stop = min(start + m, total)
-        buf[n + start:n + stop] = buf[start:stop] ^ buf[n + start - m:n + stop - m]
+    iir_fill(buf, n, None, (m, n))
     after = 0
     for b in buf[len(buf) - n:]:
         after = (after << 1) | int(b)

@@ -18,8 +18,9 @@ Three implementations share this definition:
 - :func:`scramble_bits` / :func:`descramble_bits`: the per-bit reference, written exactly as
   the standard states it (slow, obviously right).
 - :func:`scramble` / :func:`descramble`: the fast word version. It unpacks the words into one
-  bit array; the descrambler is a vectorized FIR, the scrambler is computed in blocks of
-  ``min(taps)`` bits (no bit of a block depends on another bit of the same block).
+  bit array; the descrambler is a vectorized FIR; the scrambler (an IIR) is computed in
+  blocks of ``min(taps)`` bits, then of ``2^j * min(taps)`` bits with the squared
+  polynomial (:func:`iir_fill`).
 - :func:`step_matrices`: the GF(2) matrices of one ``data_width``-bit cycle, obtained by
   probing the per-bit reference with unit vectors. The RTL generates its XOR equations
   from these matrices.
@@ -32,7 +33,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 __all__ = ["POLY_CL49", "poly_taps", "scramble_bits", "descramble_bits", "scramble",
-           "descramble", "step_matrices", "words_to_bits", "bits_to_words", "VECTORS"]
+           "descramble", "step_matrices", "words_to_bits", "bits_to_words", "iir_fill",
+           "VECTORS"]
 
 #: G(x) = 1 + x^39 + x^58 (IEEE 802.3 cl. 49.2.6, also cl. 82.2.5 and 107).
 POLY_CL49 = (1 << 58) | (1 << 39) | 1
@@ -123,21 +125,59 @@ def _bits_state(history: np.ndarray, n: int) -> int:
 
 
 # -- fast word version ----------------------------------------------------------------------
+def _xor_shifted(y: np.ndarray, shifts) -> np.ndarray:
+    """``y ^ y[t - s]`` for each shift ``s`` (zero before the start)."""
+    out = y.copy()
+    for s_ in shifts:
+        if s_ < len(y):
+            out[s_:] ^= y[:len(y) - s_]
+    return out
+
+
+def iir_fill(buf: np.ndarray, offset: int, drive: np.ndarray | None, taps) -> None:
+    """Fill ``buf[offset + t]`` for ``t >= 0`` with ``drive[t] ^ XOR(buf[offset + t - k])``.
+
+    ``buf[:offset]`` holds the history (at least ``max(taps)`` bits); ``drive`` is None for
+    an autonomous LFSR. Vectorized: the first ``2^j * max(taps)`` bits in blocks of
+    ``min(taps)`` bits (no bit of a block depends on another), the rest with the squared
+    recurrence ``p(x)^(2^j)``: ``buf[t] = (drive * p^(2^j - 1))[t] ^ XOR(buf[t - 2^j k])``,
+    valid from ``t >= (2^j - 1) * max(taps)``, in blocks of ``2^j * min(taps)`` bits.
+    """
+    total = len(buf) - offset
+    lo, hi = min(taps), max(taps)
+    j = max(0, int(np.log2(2048 / lo))) if total > 4 * 2048 else 0
+    head = min(total, (1 << j) * hi) if j else total
+    for start in range(0, head, lo):
+        stop = min(start + lo, head)
+        acc = drive[start:stop].copy() if drive is not None else np.zeros(stop - start,
+                                                                           np.uint8)
+        for k in taps:
+            acc ^= buf[offset + start - k:offset + stop - k]
+        buf[offset + start:offset + stop] = acc
+    if head >= total:
+        return
+    if drive is not None:
+        y = drive
+        for level in range(j):
+            y = _xor_shifted(y, [(1 << level) * k for k in taps])
+    step = (1 << j) * lo
+    big = [(1 << j) * k for k in taps]
+    for start in range(head, total, step):
+        stop = min(start + step, total)
+        acc = y[start:stop].copy() if drive is not None else np.zeros(stop - start, np.uint8)
+        for k in big:
+            acc ^= buf[offset + start - k:offset + stop - k]
+        buf[offset + start:offset + stop] = acc
+
+
 def scramble(words: Sequence[int], data_width: int, state: int = 0,
              polynomial: int = POLY_CL49) -> tuple[list[int], int]:
     """Scramble ``data_width``-bit words; returns ``(out_words, state_after)``."""
     n, taps = _check(data_width, polynomial, state)
     data = words_to_bits(words, data_width)
     buf = np.concatenate([_state_bits(state, n), np.zeros(len(data), dtype=np.uint8)])
-    step = taps[0]
-    for start in range(0, len(data), step):
-        stop = min(start + step, len(data))
-        acc = data[start:stop].copy()
-        for k in taps:  # out[t] = in[t] ^ out[t-k]; buf index of out[t] is n + t
-            acc ^= buf[n + start - k:n + stop - k]
-        buf[n + start:n + stop] = acc
-    out = buf[n:]
-    return bits_to_words(out, data_width), _bits_state(buf, n)
+    iir_fill(buf, n, data, taps)
+    return bits_to_words(buf[n:], data_width), _bits_state(buf, n)
 
 
 def descramble(words: Sequence[int], data_width: int, state: int = 0,

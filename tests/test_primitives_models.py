@@ -67,6 +67,19 @@ def test_scrambler_matches_cl49_definition(width):
         assert want_d == word_bits(words, width)
 
 
+@pytest.mark.parametrize("nbits", [5000, 40_000])
+def test_scrambler_long_streams_match_per_bit(nbits):
+    """Long streams exercise the squared-polynomial blocks of the fast version."""
+    rng = np.random.default_rng(nbits)
+    bits = rng.integers(0, 2, nbits).astype(np.uint8)
+    state = int(rng.integers(0, 1 << 58))
+    want, after = lfsr_scramble_cl49([int(b) for b in bits], state_list(state))
+    got, got_after = mscr.scramble([int(b) for b in bits], 1, state)
+    assert got == want and state_list(got_after) == after
+    back, _ = mscr.descramble(got, 1, state)
+    assert back == [int(b) for b in bits]
+
+
 def test_scrambler_streams_continue():
     """Scrambling in pieces, carrying the state, equals scrambling in one go."""
     rng = np.random.default_rng(2)
@@ -245,6 +258,15 @@ def test_prbs_matches_lfsr(order, width):
     assert got == bits_word_list(want, width)
     ref, _ = mprbs.prbs_bits_ref(order, n * width, seed)
     assert ref == want
+
+
+@pytest.mark.parametrize("order", [7, 31])
+def test_prbs_long_stream_matches_lfsr(order):
+    """40,000 bits: the squared-polynomial blocks of the fast generator."""
+    m, n = mprbs.prbs_taps(order)
+    want = lfsr_prbs((m, n), 40_000, [1] * n)
+    got, _ = mprbs.prbs_words(order, 8, 5000)
+    assert got == bits_word_list(want, 8)
 
 
 def test_prbs7_first_bits_all_ones_seed():
