@@ -350,6 +350,27 @@ def test_prbs_checker_model_counts_each_flip_once(width):
         assert chk.locked and chk.errors == len(pos)
 
 
+def test_self_synchronizing_comparison_would_count_each_flip_three_times():
+    """Why the locked checker uses its own LFSR: comparing against the prediction from the
+    received bits counts an isolated flip at t, t+m and t+n."""
+    m, n = mprbs.prbs_taps(31)
+    bits, _ = mprbs.prbs_bits_ref(31, 2000)
+    rx = list(bits)
+    flips = [300, 700, 1200]  # more than n apart
+    for p in flips:
+        rx[p] ^= 1
+    hist = 0
+    for b in bits[:n]:
+        hist = (hist << 1 | b) & ((1 << n) - 1)
+    pred, _ = mprbs.predict_bits_ref(31, rx[n:], hist)
+    wrong = [i + n for i, (p_, r) in enumerate(zip(pred, rx[n:])) if p_ != r]
+    assert wrong == sorted(p + d for p in flips for d in (0, m, n))
+    chk = mprbs.PrbsChecker(31, 1)
+    for b in rx:
+        chk.step(b)
+    assert chk.errors == len(flips)
+
+
 def test_prbs_checker_model_no_lock_on_random_and_relock():
     rng = np.random.default_rng(0)
     chk = mprbs.PrbsChecker(31, 64)
