@@ -66,4 +66,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Under ``python -m sim.cli`` this file is ``__main__``, a second copy whose CliError the
+    # commands do not raise; run the package module's main so user errors still exit 2.
+    from sim.cli import main as _main
+
+    sys.exit(_main())
