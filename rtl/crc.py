@@ -67,9 +67,9 @@ class Crc(wiring.Component):
     ``o_crc`` is valid 1 cycle after the handshake of a frame's last beat and holds until
     taken. One beat per cycle; ``i_data.ready = ~o_crc.valid | o_crc.ready``, so a pending
     result not yet taken stalls the input. Reset empties the output and the frame state.
-    Logic depth: the full-width XOR network (one level of ``amaranth.lib.crc``), then on
-    the output path up to ``log2(data_width // 8)`` stages of a ``crc_width``-square XOR
-    matrix for partial last beats.
+    Logic depth: one balanced XOR tree per CRC bit (``log2(crc_width + data_width)`` levels)
+    before the register, then on the output path up to ``ceil(log2(data_width // 8))``
+    stages of a ``crc_width``-square XOR matrix and a mux, for partial last beats.
     """
 
     def __init__(self, algorithm: str = "crc32", data_width: int = 64):
@@ -174,7 +174,8 @@ class Crc(wiring.Component):
         for j in range(len(back) if nb > 1 else 0):
             inv = gf2_inverse(advance_matrix(self.model, 1 << j))
             step = Signal(cw, name=f"undo_{1 << j}")
-            m.d.comb += step.eq(Mux(back[j], gf2_product(m, (inv, raw), name=f"inv_{1 << j}"), raw))
+            moved = gf2_product(m, (inv, raw), name=f"inv_{1 << j}")
+            m.d.comb += step.eq(Mux(back[j], moved, raw))
             raw = step
         fin = raw[::-1] if self.model.refout else raw
         residue = params.residue()
