@@ -9,6 +9,7 @@ CI keeps the runs short (Icarus is slow on this design); the sweep is in the soa
 import pytest
 
 from rtl.chiplet import ChipletPair
+from rtl.chiplet.pcs_pair import ChipletPcsPair
 from tb.common import runner
 
 
@@ -37,6 +38,28 @@ CASES = [
 def test_link(case):
     _, sim, params, args = case
     result = _run(params, sim, args)
+    assert result.tests and not result.failed
+
+
+@pytest.mark.cocotb
+def test_link_through_pcs():
+    """Both directions through the 64b/66b PCS (2 lanes, START blocks delimit DL flits,
+    link_up from PCS lock), bit errors on the raw lanes (sync headers included) and a PHY
+    link drop: zero loss, duplication or corruption."""
+    result = runner.run("chiplet-pcs-pair", "tb.chiplet.test_link", {}, sim="icarus",
+                        component=ChipletPcsPair(),
+                        test_args={"n": 16, "ber": 1e-4, "link_drops": 1, "pcs": True})
+    assert result.tests and not result.failed
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_link_through_pcs_soak(sim):
+    result = runner.run("chiplet-pcs-pair", "tb.chiplet.test_link", {}, sim=sim,
+                        component=ChipletPcsPair(),
+                        test_args={"n": 150, "ber": 1e-4, "link_drops": 2, "burst": 32,
+                                   "dark_events": 1, "pcs": True})
     assert result.tests and not result.failed
 
 

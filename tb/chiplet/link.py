@@ -214,6 +214,7 @@ class LinkTB(TB):
         self.one_way = bool(a.get("one_way", False))
         self.pause = a.get("pause")          # [sink name, start cycle, cycles]
         self.stats_file = a.get("stats_file")
+        self.pcs = bool(a.get("pcs", False))   # DUT is rtl.chiplet.pcs_pair.ChipletPcsPair
         self.sb_req = LinkScoreboard("requests", self.seed, strict, self.watchdog)
         self.sb_cpl = LinkScoreboard("completions", self.seed, strict, self.watchdog)
         self.latency = []
@@ -249,6 +250,8 @@ class LinkTB(TB):
         """Bit errors at ``ber`` on the 128 data bits (and the ``first`` bit if
         ``first_flips``), as single flips or bursts of up to ``burst`` bits in a word."""
         nbits = 129 if self.first_flips else 128
+        if self.pcs:
+            nbits = 132       # two 66-bit lane blocks per cycle (sync headers included)
         p_word = 1.0 - (1.0 - self.ber) ** nbits if self.ber > 0 else 0.0
         p_drop = self.drop_rate
         rng = self.rng_faults
