@@ -49,7 +49,7 @@ __all__ = [
     "SYNC_DATA", "SYNC_CTRL", "WORD", "BLOCK", "CONTROL", "MARKER", "BlockType",
     "MARKERS_100G", "MARKERS_40G", "MAX_LANES", "SCRAMBLER_INIT", "LOCK_GOOD", "LOCK_WINDOW",
     "LOCK_BAD", "AM_BAD_LIMIT", "HI_BER_LIMIT", "BER_WINDOW_10G", "bip8", "marker_payload",
-    "marker_id", "encode", "transmit", "scramble", "descramble", "scramble_matrices", "TxResult", "Receiver", "check_params", "VECTORS",
+    "marker_id", "encode", "transmit", "scramble", "descramble", "TxResult", "Receiver", "check_params", "VECTORS",
 ]
 
 #: Sync headers as integers, first transmitted bit in bit 0 (cl. 49.2.4.3).
@@ -171,26 +171,6 @@ def descramble(words, state: int = 0) -> tuple[list[int], int]:
     c[1:] = y[:-1] >> np.uint64(6)
     out = y ^ ((c >> np.uint64(19)) | (y << np.uint64(39))) ^ (c | (y << np.uint64(58)))
     return [int(v) for v in out], _rev58(int(y[-1]) >> 6)
-
-
-def scramble_matrices(descrambler: bool = False):
-    """GF(2) matrices of one 64-bit (de)scrambler step, by probing :func:`scramble` /
-    :func:`descramble` with unit vectors (the step is linear): ``(out_from_state (64, 58),
-    out_from_data (64, 64), next_from_state (58, 58), next_from_data (58, 64))``."""
-    fn = descramble if descrambler else scramble
-    os_ = np.zeros((64, 58), np.uint8)
-    od = np.zeros((64, 64), np.uint8)
-    ns = np.zeros((58, 58), np.uint8)
-    nd = np.zeros((58, 64), np.uint8)
-    for j in range(58):
-        (o,), st = fn([0], 1 << j)
-        os_[:, j] = [(o >> i) & 1 for i in range(64)]
-        ns[:, j] = [(st >> i) & 1 for i in range(58)]
-    for j in range(64):
-        (o,), st = fn([1 << j], 0)
-        od[:, j] = [(o >> i) & 1 for i in range(64)]
-        nd[:, j] = [(st >> i) & 1 for i in range(58)]
-    return os_, od, ns, nd
 
 
 # -- blocks ---------------------------------------------------------------------------------
@@ -323,6 +303,9 @@ def idle_row(n_lanes: int) -> tuple[list[int], list[int]]:
 
 # -- receive --------------------------------------------------------------------------------
 HUNT, CHECK, LOCKED = 0, 1, 2          # marker-lock states
+#: Transitions of the block-lock FSM (Figure 49-12), as reported in ``Receiver.lock_event``.
+LOCK_EVENTS = ("hunt_valid", "hunt_slip", "lock_gained", "locked_valid", "locked_invalid",
+               "window_good", "window_reset", "lock_lost")
 A_WAIT, A_ARM, A_RUN = 0, 1, 2         # alignment states
 ERROR_WORD = (int(BlockType.ERROR), 1)
 
@@ -357,6 +340,9 @@ class Receiver:
         self.sh_cnt, self.sh_bad = z(), z()
         self.ber_cnt, self.ber_timer, self.hi_ber = z(), z(), z()
         self.slips = z()
+        #: what the lock FSM did with the last header, per lane (for coverage): one of
+        #: LOCK_EVENTS
+        self.lock_event = z("none")
         self.b1, self.b1_ok = z(), z()
         # stage 2: marker lock, BIP
         self.am_state, self.am_lock, self.am_id = z(HUNT), z(), z()
@@ -392,16 +378,23 @@ class Receiver:
             bad = self.sh_bad[p] + (0 if valid else 1)
             lock = self.lock[p]
             slip = False
+            was = "locked" if lock else "hunt"
             if valid:
+                event = f"{was}_valid"
                 if cnt == LOCK_WINDOW:
+                    event = "window_reset" if bad else ("window_good" if lock else "lock_gained")
                     if bad == 0:
                         lock = 1
                     cnt, bad = 0, 0
             else:
+                event = f"{was}_invalid"
                 if bad == LOCK_BAD or not self.lock[p]:
+                    event = "lock_lost" if self.lock[p] else "hunt_slip"
                     slip, lock, cnt, bad = True, 0, 0, 0
                 elif cnt == LOCK_WINDOW:
+                    event = "window_reset"
                     cnt, bad = 0, 0
+            nx["lock_event"][p] = event
             nx["sh_cnt"][p], nx["sh_bad"][p], nx["lock"][p] = cnt, bad, lock
             if slip:
                 nx["offset"][p] = (self.offset[p] + 1) % 66

@@ -7,7 +7,7 @@ from amaranth.hdl import Cat, Const, Signal, Value
 
 from sim.pcs import MARKERS_100G, SYNC_CTRL
 
-__all__ = ["bip8", "marker_id", "eq", "ID_BITS"]
+__all__ = ["bip8", "marker_id", "eq", "scramble64", "descramble64", "ID_BITS"]
 
 #: Width of a marker lane id (Table 82-2 has 20 lanes).
 ID_BITS = 5
@@ -17,6 +17,30 @@ def eq(value: Value, const: int) -> Value:
     """``value == const``, written as ``~value.any()`` for 0 (Yosys would emit a logical
     ``!`` on a multi-bit value, which Verilator -Wall flags as WIDTHTRUNC)."""
     return ~value.any() if const == 0 else value == const
+
+
+def scramble64(c: Value, x: Value):
+    """One 64-bit step of the cl. 49 scrambler, G(x) = 1 + x^39 + x^58, in word form.
+
+    ``c`` is the history in chronological order (bit ``i`` = the output bit ``58 - i`` bits
+    ago; bit 57 the newest; the bit reverse of the standard's ``s``). With ``S = c | out <<
+    58``: ``out[j] = x[j] ^ S[j + 19] ^ S[j]``; no bit of ``out[0:39]`` depends on another
+    one, nor does ``out[39:64]``, so two XORs of slices compute the step (the same formula
+    as :func:`sim.pcs.scramble`, which the tests check bit-serially). Returns ``(out,
+    next_c)`` with ``next_c = out[6:64]``.
+    """
+    a = x[0:39] ^ c[19:58] ^ c[0:39]
+    b = x[39:64] ^ a[0:25] ^ Cat(c[39:58], a[0:6])
+    out = Cat(a, b)
+    return out, out[6:64]
+
+
+def descramble64(c: Value, y: Value):
+    """One 64-bit step of the cl. 49 descrambler in word form: ``out[j] = y[j] ^ S[j + 19]
+    ^ S[j]`` with ``S = c | y << 58`` (``c`` the last 58 received bits, chronological).
+    Returns ``(out, next_c)``."""
+    out = y ^ Cat(c[19:58], y[0:25]) ^ Cat(c, y[0:6])
+    return out, y[6:64]
 
 
 def bip8(block: Value) -> Value:

@@ -10,9 +10,8 @@ from amaranth.lib.wiring import In, Out
 from sim.pcs import (AM_BAD_LIMIT, KNOWN_TYPES, SYNC_CTRL, SYNC_DATA, WORD, BlockType,
                      check_params)
 
-from .common import ID_BITS, bip8, eq, marker_id
+from .common import ID_BITS, bip8, descramble64, eq, marker_id
 from .lock import BlockLock
-from .xor import scrambler_step
 
 __all__ = ["PcsRx"]
 
@@ -200,7 +199,7 @@ class PcsRx(wiring.Component):
         desc_sig = Signal(64 * n)
         h = hist
         for j in range(n):   # one 64-bit descrambler step per lane, in stream order
-            out, h_next = scrambler_step(h, logical[j][2:66], descrambler=True)
+            out, h_next = descramble64(h, logical[j][2:66])
             h = Signal(58, name=f"desc_state{j}")
             m.d.comb += [desc_sig[64 * j:64 * j + 64].eq(out), h.eq(h_next)]
         hist_next = h

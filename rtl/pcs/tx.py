@@ -9,8 +9,7 @@ from amaranth.lib.wiring import In, Out
 from sim.pcs import (BlockType, SCRAMBLER_INIT, SYNC_CTRL, SYNC_DATA, WORD, check_params,
                      control_word, marker_payload)
 
-from .common import bip8, eq
-from .xor import scrambler_step
+from .common import bip8, eq, scramble64
 
 __all__ = ["PcsTx"]
 
@@ -93,12 +92,12 @@ class PcsTx(wiring.Component):
             words.append(d)
             syncs.append(Signal(2, name=f"sync{k}"))
             m.d.comb += syncs[k].eq(Mux(c, SYNC_CTRL, SYNC_DATA))
-        # one 64-bit scrambler step per lane, chained through the state in stream order
-        # (smaller than one 64*n-bit step: the equations of a wide step grow as n^2)
+        # one 64-bit scrambler step per lane in stream order, word-level XORs of slices
+        # (state kept in chronological bit order; all ones after reset either way)
         scr = Signal(64 * n)
         st = state
         for k in range(n):
-            out, st_next = scrambler_step(st, words[k])
+            out, st_next = scramble64(st, words[k])
             st = Signal(58, name=f"scr_state{k}")
             m.d.comb += [scr[64 * k:64 * k + 64].eq(out), st.eq(st_next)]
         next_state = st
