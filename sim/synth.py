@@ -43,8 +43,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SynthError", "SynthResult", "TARGETS", "synth", "synth_verilog", "check_tools",
-           "format_table"]
+__all__ = ["SynthError", "SynthResult", "TARGETS", "REPORT_SETS", "synth", "synth_verilog",
+           "check_tools", "format_table"]
+
+#: The FPGA report table (``fusionfabric synth --report``): the main blocks at the sizes the
+#: issues compare. A block not registered (yet) is left out.
+REPORT_SETS: list[tuple[str, dict]] = [
+    ("scrambler", {"data_width": 64}),
+    ("crc", {"data_width": 64}),
+    ("pcs-tx", {"n_lanes": 4}),
+    ("pcs-rx", {"n_lanes": 4}),
+    ("chiplet", {}),
+    ("switch", {"n_ports": 8, "data_width": 64}),
+    ("fabric", {}),
+]
 
 
 class SynthError(RuntimeError):

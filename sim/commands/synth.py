@@ -16,6 +16,8 @@ def add_arguments(p):
     p.add_argument("block", nargs="?", help="block name (see 'generate --list')")
     p.add_argument("--all", action="store_true",
                    help="every registered block at its defaults, one table")
+    p.add_argument("--report", action="store_true",
+                   help="the main blocks at the compared sizes (sim.synth.REPORT_SETS)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a parameter (repeatable)")
     p.add_argument("--target", default="ecp5", help="ecp5 (default) or ice40")
@@ -31,12 +33,13 @@ def add_arguments(p):
 
 def run(args):
     from rtl.blocks import all_blocks, get_block, parse_sets
-    from sim.synth import SynthError, check_tools, format_table, synth
+    from sim.synth import REPORT_SETS, SynthError, check_tools, format_table, synth
 
-    if args.all == bool(args.block):
-        raise CliError("synth: give one BLOCK or --all")
-    if args.all and args.set:
-        raise CliError("synth: --set needs one BLOCK, not --all")
+    many = args.all or args.report
+    if (args.all + args.report + bool(args.block)) != 1:
+        raise CliError("synth: give one BLOCK, --all or --report")
+    if many and args.set:
+        raise CliError("synth: --set needs one BLOCK")
     try:
         check_tools(args.target)
     except SynthError as exc:
@@ -44,6 +47,8 @@ def run(args):
     jobs = []
     if args.all:
         jobs = [(b.name, {}) for b in all_blocks().values()]
+    elif args.report:
+        jobs = [(n, dict(p)) for n, p in REPORT_SETS if n in all_blocks()]
     else:
         block = get_block(args.block)
         jobs = [(block.name, parse_sets(block, args.set))]
@@ -53,20 +58,20 @@ def run(args):
             r = synth(name, params, args.target, device=args.device, package=args.package,
                       freq_mhz=args.freq, seed=args.seed)
         except SynthError as exc:
-            if not args.all:
+            if not many:
                 raise CliError(str(exc)) from None
             rows.append((name, f"failed: {exc}"))
             continue
         rows.append(r)
         results.append(r.to_dict())
-        if args.all:
+        if many:
             print(f"synth {name}: {r.lut4} LUT4, {r.ff} FF, Fmax {r.fmax_mhz} MHz",
                   file=sys.stderr)
     print(format_table(rows))
     from sim.synth import _root
-    out = _root() / (f"all-{args.target}.json" if args.all else
-                     f"{jobs[0][0]}-{args.target}.json")
-    doc = results if args.all else results[0]
+    label = "all" if args.all else "report" if args.report else jobs[0][0]
+    out = _root() / f"{label}-{args.target}.json"
+    doc = results if many else results[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(doc, indent=1, default=str) + "\n"
     out.write_text(text)
@@ -74,4 +79,4 @@ def run(args):
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(text)
     print(f"saved {out}" + (f" and {args.json}" if args.json else ""), file=sys.stderr)
-    return 1 if args.all and len(results) < len(jobs) else 0
+    return 1 if many and len(results) < len(jobs) else 0
