@@ -9,8 +9,7 @@ Transmit (:func:`transmit`, vectorized over blocks): a stream of rows of ``n_lan
 - scramble the payloads only, in stream order (row by row, lane 0 first) with the
   self-synchronizing scrambler G(x) = 1 + x^39 + x^58 (cl. 49.2.6): per bit in transmission
   order ``out = in ^ s[38] ^ s[57]``, then ``out`` shifts into ``s[0]`` (state integer: bit
-  ``k`` is ``s[k]``). (A private copy, :func:`scramble`/:func:`descramble`, until the
-  project's shared scrambler model is committed; the tests check it bit-serially.)
+  ``k`` is ``s[k]``), i.e. the project's :mod:`sim.scrambler`.
 - deal the blocks round robin to the lanes (row ``r``, lane ``k`` = block ``r*n_lanes + k``);
 - every ``am_period`` rows, one row of alignment markers (cl. 82.2.7): row 0 after reset is a
   marker row, then ``am_period - 1`` data rows, and so on. Markers are not scrambled and do
@@ -43,6 +42,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from sim import scrambler as _scr
 from sim.bitfields import Fields
 
 __all__ = [
@@ -131,46 +131,17 @@ def check_params(n_lanes: int = 4, am_period: int = 16384, max_skew: int | None 
         raise ValueError(f"ber_window={ber_window!r} must be a positive integer")
 
 
-# -- scrambler (cl. 49.2.6), 64-bit words, bit 0 first ----------------------------------------
-M58 = (1 << 58) - 1
-M39 = (1 << 39) - 1
-M25 = (1 << 25) - 1
-
-
-def _rev58(x: int) -> int:
-    return int(f"{x & M58:058b}"[::-1], 2)
-
-
+# -- scrambler: the project's shared model (sim/scrambler.py), 64-bit words ---------------------
 def scramble(words, state: int = SCRAMBLER_INIT) -> tuple[list[int], int]:
-    """Scramble 64-bit words (bit 0 first on the wire); returns ``(out, state_after)``.
-
-    Works on the chronological history ``c`` (bit ``i`` = output ``58 - i`` bits ago, so
-    ``c = reverse(s)``): ``out[j] = in[j] ^ S[j + 19] ^ S[j]`` with ``S = c | out << 58``,
-    computed in two chunks (39 and 25 bits) since no bit depends on another of its chunk.
-    """
-    c = _rev58(state)
-    out = []
-    for x in words:
-        x = int(x)
-        a = (x ^ (c >> 19) ^ c) & M39
-        b = ((x >> 39) ^ a ^ ((c >> 39) | (a << 19))) & M25
-        o = a | b << 39
-        out.append(o)
-        c = o >> 6
-    return out, _rev58(c)
+    """Scramble 64-bit payloads with :func:`sim.scrambler.scramble` (cl. 49.2.6)."""
+    return _scr.scramble([int(w) for w in words], 64, state)
 
 
 def descramble(words, state: int = 0) -> tuple[list[int], int]:
-    """Descramble 64-bit words; returns ``(out, state_after)`` (state as in :func:`scramble`:
-    the last 58 received bits, ``s[0]`` newest)."""
-    y = np.array([int(w) for w in words], dtype=np.uint64)
-    if not y.size:
+    """Descramble 64-bit payloads with :func:`sim.scrambler.descramble`."""
+    if len(words) == 0:
         return [], state
-    c = np.empty_like(y)
-    c[0] = _rev58(state)
-    c[1:] = y[:-1] >> np.uint64(6)
-    out = y ^ ((c >> np.uint64(19)) | (y << np.uint64(39))) ^ (c | (y << np.uint64(58)))
-    return [int(v) for v in out], _rev58(int(y[-1]) >> 6)
+    return _scr.descramble([int(w) for w in words], 64, state)
 
 
 # -- blocks ---------------------------------------------------------------------------------
