@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from rtl.reduce.convert import Narrow, Widen
+from rtl.reduce.convert import Narrow, RoundNarrow, Widen
 from rtl.reduce.fpadd import Fp32Add
 from rtl.reduce.lane import OP_BYPASS, LaneAlu
 from rtl.reduce.minmax import MinMax, MinMax32
@@ -51,6 +51,19 @@ def test_narrow_edges_and_random(dtype):
     got = run_parallel(lambda: Narrow(dtype), {"a": 32}, {"y": 16}, {"a": x.tolist()},
                        n=256)["y"]
     check(f"narrow {dtype.name}", x, x, got, R.narrow(x, dtype))
+
+
+@pytest.mark.parametrize("dtype", NARROW, ids=lambda d: d.name)
+def test_round_narrow_equals_widen_of_narrow(dtype):
+    # plus ties and near-ties at every rounding position of the fp16 subnormal range
+    ties = [(e << 23) | f for e in range(98, 118) for r in range(1, 24)
+            for f in ((1 << (r - 1)), (1 << (r - 1)) + 1, (1 << (r - 1)) - 1, (3 << (r - 1)),
+                      (3 << (r - 1)) & 0x7FFFFF, (1 << r), 0x7FFFFF ^ (1 << (r - 1)))]
+    x = np.concatenate([edge_f32(), np.array(ties, np.uint32),
+                        np.array(ties, np.uint32) | np.uint32(0x80000000)])
+    got = run_parallel(lambda: RoundNarrow(dtype), {"a": 32}, {"y": 32}, {"a": x.tolist()},
+                       n=128)["y"]
+    check(f"round to {dtype.name}", x, x, got, R.widen(R.narrow(x, dtype), dtype))
 
 
 @pytest.mark.parametrize("dtype", [Dtype.FP32, Dtype.FP16, Dtype.BF16, Dtype.INT32,

@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 
 from sim.layouts import CANONICAL_QNAN, Dtype
 
-__all__ = ["FORMATS", "Widen", "Narrow"]
+__all__ = ["FORMATS", "Widen", "Narrow", "RoundNarrow"]
 
 #: (exponent bits, fraction bits) of the narrow float formats.
 FORMATS = {Dtype.FP16: (5, 10), Dtype.BF16: (8, 7)}
@@ -150,4 +150,69 @@ class Narrow(wiring.Component):
             m.d.comb += y.eq(Cat(Const(inf_field, 15), s))
         with m.Else():
             m.d.comb += y.eq(Cat(field[:15], s))
+        return m
+
+
+class RoundNarrow(wiring.Component):
+    """Round an fp32 value to the nearest fp16 or bf16 value, result kept in fp32 format
+    (``Widen(Narrow(a))`` in one cheaper step; the native-accumulation rounding).
+
+    Round to nearest even, subnormals of the narrow format kept, overflow → ±inf, NaN →
+    the canonical fp32 quiet NaN. The magnitude bits are rounded as an integer at the
+    narrow format's grid (``r`` low bits: 16 for bf16; 13 for fp16 normals, up to 23 in the
+    fp16 subnormal range); a carry into the exponent is the correct next binade.
+
+    Parameters
+    ----------
+    dtype : Dtype
+        ``Dtype.FP16`` or ``Dtype.BF16``.
+
+    Members
+    -------
+    a : In(32)
+    y : Out(32)
+
+    Timing
+    ------
+    Combinational, no state.
+    """
+
+    def __init__(self, dtype):
+        self.dtype = _check(dtype)
+        super().__init__({"a": In(32), "y": Out(32)})
+
+    def elaborate(self, platform):
+        m = Module()
+        a, y = self.a, self.y
+        s, e = a[31], a[23:31]
+        mag = a[:31]
+        nan = (e == 0xFF) & (a[:23] != 0)
+        qnan = CANONICAL_QNAN[Dtype.FP32]
+        rounded = Signal(32)
+        if self.dtype == Dtype.BF16:
+            m.d.comb += rounded.eq(((mag + 0x7FFF + mag[16]) >> 16) << 16)
+            with m.If(nan):
+                m.d.comb += y.eq(qnan)
+            with m.Else():
+                m.d.comb += y.eq(Cat(rounded[:31], s))
+            return m
+        # fp16: grid 2^-24 below 2^-14 (fp32 exponent 113), else 13 dropped fraction bits
+        r = Signal(range(24))
+        m.d.comb += r.eq(Mux(e >= 113, 13, Mux(e >= 103, (126 - e)[:5], 23)))
+        half_m1 = Signal(32)
+        m.d.comb += half_m1.eq((Const(1, 32) << (r - 1)[:5])[:32] - 1)
+        lsb = Signal()
+        m.d.comb += lsb.eq((mag >> r)[0])
+        m.d.comb += rounded.eq(((mag + half_m1 + lsb) >> r) << r)
+        max_finite = 0x477FE000                 # 65504
+        with m.If(nan):
+            m.d.comb += y.eq(qnan)
+        with m.Elif(e < 102):                   # below half the smallest subnormal: ±0
+            m.d.comb += y.eq(Cat(Const(0, 31), s))
+        with m.Elif(e == 102):                  # [2^-25, 2^-24): tie → 0, above → 2^-24
+            m.d.comb += y.eq(Cat(Mux(a[:23] != 0, Const(0x33800000, 31), 0), s))
+        with m.Elif(rounded[:31] > max_finite):
+            m.d.comb += y.eq(Cat(Const(0x7F800000, 31), s))
+        with m.Else():
+            m.d.comb += y.eq(Cat(rounded[:31], s))
         return m

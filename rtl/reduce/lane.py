@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from sim.layouts import Dtype, Op
 
-from .convert import Narrow, Widen
+from .convert import RoundNarrow
 from .fpadd import Fp32Add
 from .minmax import MinMax32
 
@@ -24,8 +24,9 @@ class LaneAlu(wiring.Component):
     The accumulator domain is fp32 for every float dtype: fp16/bf16 values are widened
     exactly before they reach the ALU (:class:`~rtl.reduce.convert.Widen`) and narrowed
     once at the end (``acc::f32``). With ``native`` set, each fp16/bf16 result is rounded
-    to the narrow type (and widened back, exactly) before it leaves the lane, so every tree
-    step rounds like ml_dtypes native arithmetic. INT32/UINT32 are plain 32-bit words.
+    to the nearest narrow value (:class:`~rtl.reduce.convert.RoundNarrow`, kept in fp32
+    format) before it leaves the lane, so every tree step rounds like ml_dtypes native
+    arithmetic. INT32/UINT32 are plain 32-bit words.
 
     Members
     -------
@@ -85,13 +86,10 @@ class LaneAlu(wiring.Component):
             d_other, d_use, d_nar = r_other, r_use, r_nar
         sel = Signal(32)
         m.d.comb += sel.eq(Mux(d_use, add.y, d_other))
-        # native rounding stage
-        for d in (Dtype.FP16, Dtype.BF16):
-            n = m.submodules[f"narrow_{d.name.lower()}"] = Narrow(d)
-            w = m.submodules[f"widen_{d.name.lower()}"] = Widen(d)
-            m.d.comb += [n.a.eq(sel), w.a.eq(n.y)]
-        wid16 = m.submodules.widen_fp16.y
-        widb = m.submodules.widen_bf16.y
+        # native rounding stage: round to the narrow format, kept in fp32
+        m.submodules.round_fp16 = r16 = RoundNarrow(Dtype.FP16)
+        m.submodules.round_bf16 = rbf = RoundNarrow(Dtype.BF16)
+        m.d.comb += [r16.a.eq(sel), rbf.a.eq(sel)]
         with m.If(en):
-            m.d.sync += self.y.eq(Mux(d_nar == 1, wid16, Mux(d_nar == 2, widb, sel)))
+            m.d.sync += self.y.eq(Mux(d_nar == 1, r16.y, Mux(d_nar == 2, rbf.y, sel)))
         return m
