@@ -28,6 +28,12 @@ out) in ``o_duplicate``; each is dropped. Once a chunk's slot is free again, the
 (group, chunk) starts a new reduction (chunk ids may be reused). When all
 ``n_chunks`` open-chunk slots are in use and a contribution opens a new chunk, ``i_contrib``
 is held (``ready`` low) and ``o_full_cycles`` counts those cycles.
+
+Flow-control contract: the held flit blocks the unit's input, so keep at most ``n_chunks``
+chunks in flight per unit (e.g. a source window of ``n_chunks`` chunks per unit). If every
+slot is open and the missing contributions sit behind the held flit, nothing can complete
+(deadlock). Full line rate needs about two slots more than the live chunks (a completed
+chunk keeps its slot while it is streamed, ``k + 2`` cycles); see docs/reduction.md.
 """
 
 from __future__ import annotations
