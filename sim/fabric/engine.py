@@ -186,7 +186,7 @@ class Fabric:
                 s["ecred"], s["ecr_ret"], s["st"], s["hist"], s["latmax"],
                 lg["t"], lg["o"], lg["src"], lg["info"], lg["b"], lg["n"])
         if self.engine == "numba":
-            if self.parallel and B > 1 and not self.p[_k.P["LOG"]]:
+            if self.parallel and B >= 4 and not self.p[_k.P["LOG"]]:
                 _k.run_chunk_parallel(*args)
             else:
                 _k.run_chunk(*args)

@@ -78,7 +78,7 @@ for _i in range(64):
     _DB_TABLE[((1 << _i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58] = _i
 
 
-def _kernel(p, members, gvalid,
+def _point(b, p, members, gvalid,
             gdest, gsize, gkind, ready,
             q_gen, q_info, q_head, q_cnt, ne, done, hdone,
             ob_gen, ob_info, ob_src, ob_head, ob_cnt,
@@ -117,7 +117,7 @@ def _kernel(p, members, gvalid,
     ONE = np.uint64(1)
     ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
-    for b in _range(B):
+    if True:
         # scratch, per batch point (so that points may run in parallel threads)
         matched_in = np.empty(N, np.int64)
         matched_out = np.empty(N, np.int64)
@@ -459,27 +459,51 @@ def _kernel(p, members, gvalid,
     return 0
 
 
-def _make(parallel):
-    """Compile the kernel; ``parallel``: batch points on numba threads (``prange``), used
-    only without the departure log (whose counter is shared)."""
-    import types
+def _kernel(p, members, gvalid, gdest, gsize, gkind, ready, q_gen, q_info, q_head, q_cnt, ne,
+            done, hdone, ob_gen, ob_info, ob_src, ob_head, ob_cnt, credit, lock, gptr, aptr,
+            sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt, sq_flit, seq_next,
+            lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head, rx_cnt, ecred,
+            ecr_ret, st, hist, latmax, log_t, log_o, log_src, log_info, log_b, log_n):
+    """All batch points, one after the other (the plain-Python reference entry point)."""
+    for b in range(gdest.shape[0]):
+        _point(b, p, members, gvalid, gdest, gsize, gkind, ready, q_gen, q_info, q_head, q_cnt, ne,
+            done, hdone, ob_gen, ob_info, ob_src, ob_head, ob_cnt, credit, lock, gptr, aptr,
+            sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt, sq_flit, seq_next,
+            lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head, rx_cnt, ecred,
+            ecr_ret, st, hist, latmax, log_t, log_o, log_src, log_info, log_b, log_n)
+    return 0
 
-    g = dict(_kernel.__globals__)
-    g["_range"] = numba.prange if parallel else range
-    fn = types.FunctionType(_kernel.__code__, g, _kernel.__name__)
-    return numba.njit(cache=True, nogil=True, error_model="numpy", parallel=parallel)(fn)
+
+def _kernel_threads(p, members, gvalid, gdest, gsize, gkind, ready, q_gen, q_info, q_head, q_cnt,
+                    ne, done, hdone, ob_gen, ob_info, ob_src, ob_head, ob_cnt, credit, lock, gptr,
+                    aptr, sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt, sq_flit,
+                    seq_next, lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head,
+                    rx_cnt, ecred, ecr_ret, st, hist, latmax, log_t, log_o, log_src, log_info,
+                    log_b, log_n):
+    """All batch points on numba threads (``prange``); only without the departure log,
+    whose counter is shared."""
+    for b in _prange(gdest.shape[0]):
+        _point(b, p, members, gvalid, gdest, gsize, gkind, ready, q_gen, q_info, q_head, q_cnt, ne,
+            done, hdone, ob_gen, ob_info, ob_src, ob_head, ob_cnt, credit, lock, gptr, aptr,
+            sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt, sq_flit, seq_next,
+            lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head, rx_cnt, ecred,
+            ecr_ret, st, hist, latmax, log_t, log_o, log_src, log_info, log_b, log_n)
+    return 0
 
 
-_range = range
+_prange = range
 
 if HAVE_NUMBA:
-    run_chunk = _make(False)
-    _parallel = None
+    _jit = dict(cache=True, nogil=True, error_model="numpy")
+    _point = numba.njit(**_jit)(_point)
+    run_chunk = numba.njit(**_jit)(_kernel)
+    _prange = numba.prange
+    _threads = None
 
     def run_chunk_parallel(*args):
-        global _parallel
-        if _parallel is None:
-            _parallel = _make(True)
-        return _parallel(*args)
+        global _threads
+        if _threads is None:
+            _threads = numba.njit(parallel=True, **_jit)(_kernel_threads)
+        return _threads(*args)
 else:  # pragma: no cover
     run_chunk = run_chunk_parallel = None
