@@ -59,3 +59,18 @@ def test_bist_planted_fault_fails_a_clean_expectation():
                    component=BistHarness(**params), sim="icarus",
                    test_args=dict(load=200, stall=30, budget=60, poll=500),
                    planted_fault=True)
+
+
+@pytest.mark.cocotb
+def test_bench_reference_tests_still_run():
+    # the two reference tests of bench/bist_speed.py, short: the per-cycle-Python test of
+    # the bare switch (model traffic, KeyedScoreboard) and the cocotb wait-only floor
+    from rtl.blocks import get_block
+    sw = dict(n_ports=4, data_width=64, depth=4, mode="voq", out_depth=4)
+    runner.run("switch", "tb.bist.test_speed", sw, component=get_block("switch").build(**sw),
+               sim="icarus", testcase="test_python_scoreboard",
+               test_args=dict(budget=20, max_len=4, load=200, stall=40))
+    params, _ = CASES["p4-len4-uniform"]
+    runner.run("bist-harness", "tb.bist.test_speed", params,
+               component=BistHarness(**params), sim="icarus", testcase="test_wait_only",
+               test_args=dict(cycles=1000, load=200, stall=40))
