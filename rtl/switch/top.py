@@ -8,7 +8,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.blocks import Block, Param
-from rtl.reduce.unit import ReductionUnit
+from rtl.reduce.unit import ReductionUnit, result_layout
 from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 
 from .group_table import GroupTable, config_layout
@@ -25,6 +25,9 @@ STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_
 def stats_layout() -> data.StructLayout:
     return data.StructLayout({name: 32 for name in STATS})
 
+
+#: Results buffered between a reduction unit and its crossbar row (``reduce=True``).
+RESULT_FIFO_DEPTH = 4
 
 #: Per-unit counters with ``reduce=True`` (``o_unit_stats[u]``): the unit's own counters
 #: plus ``result_drops`` (results whose target set is empty, e.g. root >= n_ports).
@@ -207,10 +210,19 @@ class Switch(wiring.Component):
                     with m.Default():
                         m.d.comb += drop_kind.eq(1)
             else:
+                # unit u's results pass through a small FIFO, so that replicating one
+                # result (one copy per cycle) never stalls the unit's pipeline
                 u = r - n
                 res = units[u].o_result
-                port = res
-                valid, payload = res.valid, res.payload
+                rlay = result_layout(n, self.data_width)
+                rq = fifo.SyncFIFO(width=rlay.size, depth=RESULT_FIFO_DEPTH)
+                m.submodules[f"result_fifo{u}"] = rq
+                payload = Signal(rlay, name=f"result{u}")
+                m.d.comb += [rq.w_en.eq(res.valid), rq.w_data.eq(res.payload),
+                             res.ready.eq(rq.w_rdy), payload.eq(rq.r_data)]
+                port = stream.Signature(rlay).create(path=(f"result_head{u}",))
+                m.d.comb += [port.valid.eq(rq.r_rdy), rq.r_en.eq(port.ready)]
+                valid = port.valid
                 m.d.comb += [flit.eq(payload.flit), flit.src.eq(u)]
                 root_hot = Cat(payload.root == o for o in range(n))
                 m.d.comb += target.eq(Mux(payload.mode == Mode.ALLREDUCE,
