@@ -16,6 +16,7 @@ from sim.cli import main
     (["--seed", "-1"], "--seed"),
     (["--set", "replay_depth=6"], "replay_depth=6"),
     (["--set", "bogus=1"], "bogus"),
+    (["--burst", "8"], "--burst"),
 ])
 def test_link_bad_parameters(argv, word, capsys):
     assert main(["link"] + argv) == 2
@@ -23,10 +24,21 @@ def test_link_bad_parameters(argv, word, capsys):
     assert len(err) == 1 and word in err[0]
 
 
+def test_link_amaranth_reports_zero_loss_at_1e_4(capsys):
+    assert main(["link", "--ber", "1e-4", "--transactions", "30", "--seed", "5",
+                 "--json"]) == 0
+    out = capsys.readouterr().out
+    stats = json.loads(out[out.index("{"):])
+    assert stats["sim"] == "amaranth"
+    assert stats["sent"] == stats["delivered"] == 30
+    assert stats["duplicates"] == stats["corrupt"] == stats["lost"] == 0
+    assert stats["crc_errors"] == stats["flits_hit"]
+
+
 @pytest.mark.cocotb
 def test_link_runs_and_reports_zero_loss_at_1e_4(capsys):
     assert main(["link", "--ber", "1e-4", "--transactions", "24", "--seed", "5",
-                 "--json"]) == 0
+                 "--sim", "icarus", "--json"]) == 0
     out = capsys.readouterr().out
     stats = json.loads(out[out.index("{"):])
     assert stats["sent"] == stats["delivered"] == 24

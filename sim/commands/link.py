@@ -14,7 +14,7 @@ from sim.cli import CliError
 NAME = "link"
 HELP = "run two chiplets back to back through a bit-error channel; report loss and goodput"
 
-SIMS = ("icarus", "verilator")
+SIMS = ("amaranth", "icarus", "verilator")
 
 
 def add_arguments(p):
@@ -22,8 +22,9 @@ def add_arguments(p):
     p.add_argument("--transactions", default="200",
                    help="requests in total, half from each side (1 .. 100000)")
     p.add_argument("--seed", default=None, help="random seed (default: fresh, printed)")
-    p.add_argument("--sim", default="icarus",
-                   help="simulator: icarus or verilator (cocotb); default icarus")
+    p.add_argument("--sim", default="amaranth",
+                   help="simulator: amaranth (Python, no build; default), or icarus / "
+                        "verilator (the cocotb testbench, with bursts and link drops)")
     p.add_argument("--burst", default="0",
                    help="errors as bursts of up to this many bits (0: single flips)")
     p.add_argument("--link-drops", default="0", help="PHY link drops during the run")
@@ -57,23 +58,35 @@ def run(args):
         raise CliError(f"--sim {args.sim!r} is not one of {', '.join(SIMS)}")
     block = get_block("chiplet")
     params = block.resolve(parse_sets(block, args.set))
+    from sim.chiplet import LinkParams
     try:
-        pair = ChipletPair(**params)
+        LinkParams(**params)
     except (TypeError, ValueError) as exc:
         raise CliError(f"--set: {exc}") from None
+    if args.sim == "amaranth":
+        if burst or drops:
+            raise CliError("--burst and --link-drops need --sim icarus or verilator")
+        from tb.chiplet.amaranth_link import run_amaranth_link
+        stats = run_amaranth_link(params, (n + 1) // 2, ber, seed)
+        return _print(args, stats, params, ber, seed, n)
     with tempfile.TemporaryDirectory() as tmp:
         stats_file = Path(tmp) / "stats.json"
         test_args = {"n": (n + 1) // 2, "ber": ber, "burst": burst, "link_drops": drops,
                      "stats_file": str(stats_file), "report_only": True,
                      "stall": 200_000}
         try:
-            runner.run("chiplet-pair", "tb.chiplet.test_link", params, component=pair,
+            runner.run("chiplet-pair", "tb.chiplet.test_link", params,
+                       component=ChipletPair(**params),
                        sim=args.sim, seed=seed, test_args=test_args,
                        name=f"cli-ber{ber:g}-n{n}-s{seed}")
         except runner.CocotbFailure as exc:
             print(str(exc), file=sys.stderr)
             return 1
         stats = json.loads(stats_file.read_text())
+    return _print(args, stats, params, ber, seed, n)
+
+
+def _print(args, stats, params, ber, seed, n):
     stats["requested"] = n
     if args.json:
         print(json.dumps(stats, indent=1))

@@ -118,6 +118,8 @@ class Side:
 
     # requests out
     def on_req_beat(self, word, cycle):
+        if self.tb.t_first is None:
+            self.tb.t_first = cycle
         if self._beats_left == 0:
             f = C.TL_HEADER.unpack(word >> C.SLOT_BITS)
             self._beats_left = max(1, C.data_slots(f["opcode"], f["length"]))
@@ -157,6 +159,7 @@ class Side:
     # requests in (we are the completer)
     def on_request(self, msg, cycle):
         self.tb.sb_req.observe((msg.src, self.node), msg)
+        self.tb.t_last = cycle
         if self.first_beat_cycles_peer():
             self.tb.latency.append(cycle - self.tb.side(msg.src).first_beat_cycles.popleft())
         if msg.opcode in (Opcode.WRITE, Opcode.MULTICAST, Opcode.REDUCE, Opcode.ATOMIC_ADD):
@@ -218,6 +221,7 @@ class LinkTB(TB):
         self.sb_req = LinkScoreboard("requests", self.seed, strict, self.watchdog)
         self.sb_cpl = LinkScoreboard("completions", self.seed, strict, self.watchdog)
         self.latency = []
+        self.t_first = self.t_last = None   # first request beat sent, last request delivered
         self.bytes = {1: 0, 2: 0}
         self.samplers = []
         self.cycle = 0
@@ -371,6 +375,9 @@ class LinkTB(TB):
                  for d in ("ab", "ba")}
         lat = sorted(self.latency)
         payload = self.bytes[1] + self.bytes[2]
+        # goodput over the traffic window: first request beat accepted .. last delivered
+        window = (self.t_last - self.t_first + 1) if self.t_first is not None and \
+            self.t_last is not None else cycles
         stats = {
             "seed": self.seed, "sim": self.sim, "params": self.params, "ber": self.ber,
             "sent": sum(s.sent for s in self.sides),
@@ -385,8 +392,9 @@ class LinkTB(TB):
             "flits_hit": hits["ab"] + hits["ba"],
             "cycles": cycles,
             "payload_bytes": payload,
-            "goodput_bytes_per_cycle": payload / max(1, cycles),
-            "goodput_fraction_of_slot_rate": payload / max(1, cycles) / (16 * (1 if self.one_way else 2)),
+            "window_cycles": window,
+            "goodput_bytes_per_cycle": payload / max(1, window),
+            "goodput_fraction_of_slot_rate": payload / max(1, window) / (16 * (1 if self.one_way else 2)),
             "latency_cycles": {"min": lat[0] if lat else None,
                                "mean": sum(lat) / len(lat) if lat else None,
                                "p99": lat[int(0.99 * (len(lat) - 1))] if lat else None,
