@@ -343,3 +343,30 @@ def test_vectors_pcs():
         all_vectors()["pcs"]({"rows": "0"}, 1, 1)
     with pytest.raises(ValueError, match="'bogus'"):
         all_vectors()["pcs"]({"bogus": "1"}, 1, 1)
+
+
+def test_slip_every_amount_relocks():
+    """Every slip amount 1..65 (inserted) and -1..-65 (deleted) on a 1-lane link: lock lost
+    within 128 blocks, regained within 64 + 4*66 blocks, the link back up."""
+    worst = {"lose": 0, "relock": 0}
+    for k in list(range(1, 66)) + list(range(-65, 0)):
+        rng = np.random.default_rng(1000 + k)
+        words, rows = tx_lane_rows(rng, 1, 16, 900)
+        ch = LaneChannel(1, 66, rng, slack=2)
+        rx = pcs.Receiver(1, 16, 2, 1000)
+        at = 300
+        lock, up = [], []
+        for row in channel_inputs(rng, rows, ch, {at: lambda c, k=k: c.slip(0, k)}):
+            rx.step(row)
+            lock.append(rx.lock[0])
+            up.append(rx.link_up)
+        lock = np.array(lock)
+        assert lock[at - 1] == 1 and up[at - 1] == 1
+        lost = at + int(np.argmax(lock[at:] == 0))
+        back = lost + int(np.argmax(lock[lost:] == 1))
+        assert lock[lost] == 0 and lost - at <= 128, k
+        assert lock[back] == 1 and back - lost <= 64 + 4 * 66, k
+        assert up[-1] == 1, k
+        worst["lose"] = max(worst["lose"], lost - at)
+        worst["relock"] = max(worst["relock"], back - lost)
+    assert worst["relock"] > 64     # the hunt really had to move
