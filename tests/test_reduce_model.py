@@ -293,3 +293,11 @@ def test_vectors_bad_values(bad, msg, capsys):
     assert main(["vectors", "reduce", *bad]) == 2
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_fabric_model_uses_the_unit_latency():
+    """The cycle-level fabric model's copy of the unit latency agrees with
+    sim.reduce.unit_latency (which the RTL unit test measures)."""
+    fabric = pytest.importorskip("sim.fabric.reduction")
+    for n in (2, 3, 4, 5, 8, 16, 72):
+        assert fabric.reduce_unit_latency(n) == R.unit_latency(n, n), n
