@@ -356,3 +356,41 @@ class TrafficCheckModel:
             c.flits = (c.flits + 1) & COUNTER_MAX
             self.in_pkt = not last
         return c
+
+
+# -- fusionfabric vectors bist-gen -----------------------------------------------------------
+_GEN_DEFAULTS = {"data_width": 64, "n_ports": 4, "port": 0, "max_len": 4,
+                 "pattern": "uniform", "offset": 1}
+
+
+def _vectors_gen(params: dict, seed: int, count: int) -> dict:
+    """The first ``count`` packets of a generator (``--set seed=`` overrides ``--seed``),
+    each with its flits' fields; ``data`` as a hex string."""
+    p = dict(_GEN_DEFAULTS)
+    for key, text in params.items():
+        if key not in {*_GEN_DEFAULTS, "seed"}:
+            raise ValueError(f"unknown parameter {key!r} (known: "
+                             f"{', '.join([*_GEN_DEFAULTS, 'seed'])})")
+        if key == "pattern":
+            p[key] = text
+            continue
+        try:
+            p[key] = int(text, 0)
+        except ValueError:
+            raise ValueError(f"{key}={text!r} is not an integer") from None
+    p.setdefault("seed", int(seed) & 0xFFFF_FFFF)
+    g = TrafficGenModel(**p)
+    lay = switch_flit(p["data_width"])
+    out = []
+    for k, pk in enumerate(g.packets(count)):
+        flits = [lay.unpack(w) for w in g.flits_of([pk])]
+        for f in flits:
+            f["data"] = f"{f['data']:#x}"
+        out.append({"packet": k, "dest": pk.dest, "seq": pk.seq, "length": pk.length,
+                    "flits": flits})
+    return {"params": {**p, "lfsr": "x^31 + x^28 + 1 (PRBS31)",
+                       "signature": "data[39:0] = src:8 dest:8 seq:16 beat:8 (MSB..LSB)"},
+            "vectors": out}
+
+
+VECTORS = {"bist-gen": _vectors_gen}

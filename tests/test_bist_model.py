@@ -217,3 +217,16 @@ def test_checker_bad_params():
     with pytest.raises(ValueError, match="port=4"):
         TrafficCheckModel(64, 4, 4)
     assert bist.COUNTER_MAX == 2**32 - 1
+
+
+def test_vectors_command_matches_model():
+    from sim.vectors import all_vectors
+
+    doc = all_vectors()["bist-gen"]({"n_ports": "3", "max_len": "5", "port": "1"}, 11, 20)
+    want = TrafficGenModel(64, 3, 1, 5, seed=11)
+    lay = switch_flit(64)
+    got_words = [lay.pack({**f, "data": int(f["data"], 16)})
+                 for v in doc["vectors"] for f in v["flits"]]
+    assert got_words == want.flits(20)
+    with pytest.raises(ValueError, match="'foo'"):
+        all_vectors()["bist-gen"]({"foo": "1"}, 1, 1)
