@@ -8,13 +8,22 @@ from tb.common import runner
 
 SIMS = ["icarus", "verilator"]
 
-CASES = {  # id: (harness params, test args)
+CASES = {  # id: (harness params, test args, {sim: "ci" or "soak"})
     "p2-len1-full": (dict(n_ports=2, max_len=1, seed=3),
-                     dict(load=256, stall=0, budget=300)),
+                     dict(load=256, stall=0, budget=300),
+                     {"icarus": "ci", "verilator": "ci"}),
     "p4-len4-uniform": (dict(n_ports=4, max_len=4, seed=1),
-                        dict(load=200, stall=40, budget=150)),
+                        dict(load=200, stall=40, budget=150),
+                        {"icarus": "ci", "verilator": "soak"}),
     "p3-len7-perm": (dict(n_ports=3, max_len=7, pattern="permutation", offset=1, seed=9),
-                     dict(load=128, stall=100, budget=60)),
+                     dict(load=128, stall=100, budget=60),
+                     {"icarus": "ci", "verilator": "soak"}),
+    "p4-fifo-hol": (dict(n_ports=4, max_len=3, mode="fifo", seed=5),
+                    dict(load=150, stall=60, budget=80),
+                    {"icarus": "ci"}),
+    "p4-long": (dict(n_ports=4, max_len=4, seed=1),
+                dict(load=256, stall=20, budget=20000, poll=5000),
+                {"verilator": "soak"}),
 }
 
 
@@ -27,15 +36,14 @@ def _run(sim, params, args, **kw):
 # Verilator builds of the switch harness take 1 to 2.5 minutes each on a loaded 2-core
 # machine, so CI runs the smallest set there (2 ports, line rate); the rest are soak.
 RUNS = [pytest.param(case, sim, id=f"{case}-{sim}",
-                     marks=[pytest.mark.soak] if sim == "verilator" and case != "p2-len1-full"
-                     else [])
-        for case in CASES for sim in SIMS]
+                     marks=[pytest.mark.soak] if where == "soak" else [])
+        for case, (_, _, sims) in CASES.items() for sim, where in sims.items()]
 
 
 @pytest.mark.cocotb
 @pytest.mark.parametrize("case, sim", RUNS)
 def test_bist_through_switch(case, sim):
-    params, args = CASES[case]
+    params, args, _ = CASES[case]
     result = _run(sim, params, args)
     assert [t["status"] for t in result.tests] == ["passed"]
 
@@ -70,7 +78,7 @@ def test_bench_reference_tests_still_run():
     runner.run("switch", "tb.bist.test_speed", sw, component=get_block("switch").build(**sw),
                sim="icarus", testcase="test_python_scoreboard",
                test_args=dict(budget=20, max_len=4, load=200, stall=40))
-    params, _ = CASES["p4-len4-uniform"]
+    params, _, _ = CASES["p4-len4-uniform"]
     runner.run("bist-harness", "tb.bist.test_speed", params,
                component=BistHarness(**params), sim="icarus", testcase="test_wait_only",
                test_args=dict(cycles=1000, load=200, stall=40))
