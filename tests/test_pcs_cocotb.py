@@ -19,7 +19,7 @@ CONFIGS = [
 ]
 
 SOAK = [(sim, n, p, s, 512) for sim in ("icarus", "verilator") for n in (1, 2, 3, 4, 5, 8)
-        for p, s in ((16, 2), (64, 8), (256, 16))]
+        for p, s in ((16, 3), (64, 8), (256, 16))]
 
 
 def _run(sim, n, period, skew, window, args=None):
