@@ -13,8 +13,11 @@ so golden-model tests and cocotb testbenches share it. Faults:
                           ``k < 0``: delete ``-k`` bits (needs that much slack)
 ``skew(lane, n_words)``   delay ``lane`` by ``n_words`` whole words (0 at creation)
 ``permute(perm)``         output lane ``j`` carries input lane ``perm[j]``
-``hold(lane, value)``     ``lane`` outputs ``value`` every word (``None`` releases)
+``hold(lane, value)``     output ``lane`` gives ``value`` every word (``None`` releases)
 ========================  ==========================================================
+
+``burst``, ``slip`` and ``skew`` name a transmitter (input) lane; ``hold`` names a receiver
+(output) lane, after the permutation. Faults act from the next :meth:`LaneChannel.push` on.
 
 Every flipped bit is logged in :attr:`flips` as ``(lane, bit_index)`` where ``bit_index``
 counts the bits that lane's *transmitter* sent (0 = first bit ever sent), so a test can
