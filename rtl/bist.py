@@ -238,9 +238,10 @@ class TrafficCheck(wiring.Component):
 
     Timing
     ------
-    A flit accepted in cycle t is checked in cycle t+1 (registered input stage) and shows
-    in the counters and ``o_expected`` from cycle t+2. One flit per cycle (``i_stall`` = 0:
-    ``ready`` always high). Reset (synchronous) clears counters and the table (every
+    Three stages: a flit accepted in cycle t is registered, compared in cycle t+1 (framing
+    state, recomputed data word), counted in cycle t+2, and shows in the counters and
+    ``o_expected`` from cycle **t+3**. One flit per cycle (``i_stall`` = 0: ``ready``
+    always high). Reset (synchronous) clears counters and the table (every
     source expects 0) and restarts the backpressure LFSR.
     """
 
@@ -298,24 +299,35 @@ class TrafficCheck(wiring.Component):
                     & (r.data == want)),
         ]
 
+        # Stage 2 (cycle t+1): framing state and the data comparison, registered.
+        c_valid, c_frame, c_good, c_starts, c_src_ok = (Signal(name=f"c_{k}") for k in
+                                                        ("valid", "frame", "good", "starts",
+                                                         "src_ok"))
+        c_seq = Signal(SEQ_BITS)
+        c_src = Signal(8)
+        m.d.sync += [c_valid.eq(r_valid), c_frame.eq(r.first == in_pkt), c_good.eq(good),
+                     c_starts.eq(starts), c_src_ok.eq(src_ok), c_seq.eq(seq_now),
+                     c_src.eq(r.src)]
         with m.If(r_valid):
-            m.d.sync += [
-                self.o_flits.eq(self.o_flits + 1),
-                in_pkt.eq(~r.last),
-                beat.eq(beat_now),
-            ]
-            with m.If(r.first == in_pkt):
-                _sat_inc(m, self.o_framing_errors)
-            with m.If(~good):
-                _sat_inc(m, self.o_data_errors)
+            m.d.sync += [in_pkt.eq(~r.last), beat.eq(beat_now)]
             with m.If(starts):
-                m.d.sync += [self.o_packets.eq(self.o_packets + 1), pkt_seq.eq(seq_now)]
-                with m.If(src_ok):
-                    exp = expected[r.src]
-                    with m.If(good):
-                        with m.If(seq_now != exp):
+                m.d.sync += pkt_seq.eq(seq_now)
+
+        # Stage 3 (cycle t+2): counters and the per-source table.
+        with m.If(c_valid):
+            m.d.sync += self.o_flits.eq(self.o_flits + 1)
+            with m.If(c_frame):
+                _sat_inc(m, self.o_framing_errors)
+            with m.If(~c_good):
+                _sat_inc(m, self.o_data_errors)
+            with m.If(c_starts):
+                m.d.sync += self.o_packets.eq(self.o_packets + 1)
+                with m.If(c_src_ok):
+                    exp = expected[c_src]
+                    with m.If(c_good):
+                        with m.If(c_seq != exp):
                             _sat_inc(m, self.o_seq_errors)
-                        m.d.sync += exp.eq(seq_now + 1)
+                        m.d.sync += exp.eq(c_seq + 1)
                     with m.Else():
                         m.d.sync += exp.eq(exp + 1)
         return m

@@ -113,7 +113,9 @@ def _feed_checker(dut, words, stall, idle, seed):
                     stalled += 1
             await ctx.tick()
         ctx.set(dut.i_flit.valid, 0)
-        await ctx.tick().repeat(2)     # documented latency: counters from t+2
+        # the last handshake completes at the edge ending cycle t; two more edges put us
+        # in cycle t+3, the documented latency of the counters (t+2 would miss it)
+        await ctx.tick().repeat(2)
         for name in ("packets", "flits", "seq_errors", "data_errors", "framing_errors"):
             out[name] = ctx.get(getattr(dut, "o_" + name))
         out["expected"] = [ctx.get(dut.o_expected[i]) for i in range(dut.n_ports)]
