@@ -11,7 +11,7 @@ from sim.bist import TrafficCheckModel, TrafficGenModel
 from sim.layouts import switch_flit
 
 
-def _run(dut, bench, cycles_hint=None):
+def _run(dut, bench):
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)

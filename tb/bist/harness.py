@@ -23,7 +23,7 @@ flit. Each must show as exactly one error of its class at checker 0.
 from __future__ import annotations
 
 from amaranth import Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.bist import TrafficCheck, TrafficGen
