@@ -115,31 +115,38 @@ class Narrow(wiring.Component):
         a, y = self.a, self.y
         s, e, f = a[31], a[23:31], a[:23]
         base = 23 - M                                   # fraction bits dropped when normal
+        lim = 128 - bias                # fp32 biased exponent of the narrow format's 2^emin
         sig = Signal(24)
         m.d.comb += sig.eq(Cat(f, e != 0))
         e1 = Mux(e == 0, 1, e)
-        te = Signal(signed(10))                         # target biased exponent
-        m.d.comb += te.eq(e1 - 127 + bias)
-        # extra right shift for results below the normal range, capped (all bits sticky)
-        extra = Signal(range(26))
-        with m.If(te >= 1):
-            m.d.comb += extra.eq(0)
-        with m.Elif(te < 1 - (25 - base)):
-            m.d.comb += extra.eq(25 - base)
-        with m.Else():
-            m.d.comb += extra.eq((1 - te)[:5])
+        normal = e1 >= lim
+        # right shift of the significand: base in the normal range, more below it (one
+        # 8-bit subtract), capped at 25 (everything sticky). Short carry chains on purpose:
+        # this sits in the unit's output stage.
         sh = Signal(range(26))
-        m.d.comb += sh.eq(base + extra)
+        if lim <= 1:                                    # bf16: same exponent range as fp32
+            m.d.comb += sh.eq(base)
+        else:
+            far = Signal()
+            m.d.comb += far.eq(e1 <= lim - (25 - base))
+            m.d.comb += sh.eq(Mux(normal, base, Mux(far, 25, ((base + lim) - e1)[:5])))
         q = Signal(24)
-        rem = Signal(24)
-        m.d.comb += [q.eq(sig >> sh), rem.eq(sig - (q << sh)[:24])]
+        m.d.comb += q.eq(sig >> sh)
+        # guard bit and the bits below it, selected by constant masks (no subtraction)
+        def table(fn):
+            out = Const(fn(base), 25)
+            for v in range(base + 1, 26):
+                out = Mux(sh == v, Const(fn(v), 25), out)
+            return out
         half = Signal(25)
-        m.d.comb += half.eq((Const(1, 25) << sh) >> 1)
-        guard = (rem & half[:24]) != 0
-        sticky = (rem & (half[:24] - 1)[:24]) != 0
+        below = Signal(25)
+        m.d.comb += [half.eq(table(lambda v: 1 << (v - 1))),
+                     below.eq(table(lambda v: (1 << (v - 1)) - 1))]
+        guard = (sig & half[:24]) != 0
+        sticky = (sig & below[:24]) != 0
         up = guard & (sticky | q[0])
-        exp_part = Signal(unsigned(10))
-        m.d.comb += exp_part.eq(Mux(te >= 1, te - 1, 0))
+        exp_part = Signal(8)
+        m.d.comb += exp_part.eq(Mux(normal, (e1 - lim)[:8], 0))
         field = Signal(20)
         m.d.comb += field.eq((exp_part << M) + q + up)
         inf_field = ((1 << E) - 1) << M
