@@ -221,14 +221,18 @@ for name in all_blocks():
 
 def test_generate_is_deterministic(tmp_path):
     """Two processes with different hash seeds write byte-identical files for every block."""
-    dirs = []
-    for seed in ("1", "12345"):
+    dirs, procs = [], []
+    for seed in ("1", "12345"):  # both at once: one per core
         d = tmp_path / f"run{seed}"
         d.mkdir()
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        subprocess.run([sys.executable, "-c", _GEN_ALL, str(d)], check=True, cwd=ROOT,
-                       env=env, capture_output=True)
+        procs.append(subprocess.Popen([sys.executable, "-c", _GEN_ALL, str(d)], cwd=ROOT,
+                                      env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
         dirs.append(d)
+    for proc in procs:
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0, out[-2000:]
     files = sorted(p.name for p in dirs[0].iterdir())
     assert files == sorted(p.name for p in dirs[1].iterdir())
     assert len(files) == 2 * (len(BLOCK_NAMES) + 1)
