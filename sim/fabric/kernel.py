@@ -27,9 +27,13 @@ writes take effect for t+1, as in the RTL):
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 try:  # numba is optional: the numpy kernel (vkernel) is the fallback
+    if os.environ.get("FF_NO_NUMBA"):      # FF_NO_NUMBA=1: behave as if not installed
+        raise ImportError("FF_NO_NUMBA is set")
     import numba
 
     HAVE_NUMBA = True
