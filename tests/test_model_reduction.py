@@ -56,3 +56,16 @@ def test_large_messages_reach_one_flit_per_cycle_and_extrapolate():
     exact = switch_allreduce_cycles(8, 5000, max_flits=1 << 14)
     extrap = switch_allreduce_cycles(8, 5000, max_flits=1 << 11)
     assert abs(exact - extrap) <= 0.01 * exact
+
+
+def test_agrees_with_the_rtl_all_reduce_benchmark():
+    """docs/switch.md (bench/switch_throughput.py, reduce=True RTL at 8 ports, 2,048
+    flits per port, every port in the same chunk order): 2,095 cycles in-network and
+    3,586 for the ring. The behavioural model must land within 1 %."""
+    from sim.fabric.collective import collective
+    from sim.fabric.config import load_config
+
+    assert abs(switch_allreduce_cycles(8, 2048, 1.0, 2) - 2095) <= 0.01 * 2095
+    cfg = load_config(None, ["n_ports=8", "phys.payload_bytes=4", "phys.flit_bytes=4"])
+    ring = collective(cfg, "allreduce", 2048 * 4, "ring")
+    assert abs(ring["cycles"] - 3586) <= 0.01 * 3586
