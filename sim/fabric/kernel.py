@@ -111,7 +111,6 @@ def _point(b, p, members, gvalid,
     C = p[14]
     USE_READY = p[15]
     G = p[16]
-    B = gdest.shape[0]
     LP = L + 1           # flit delay line slots
     CR = L + 2           # link credit return ring
     ER = 2 * L + 2       # egress credit return ring

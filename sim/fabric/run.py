@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from .config import Config, parse_loads
-from .engine import Fabric, engine_name
+from .engine import Fabric
 from .stats import point_stats, sweep_summary
 from .traffic import load_trace, make_generator, point_rng
 

@@ -53,7 +53,6 @@ def run_chunk_numpy(p, members, gvalid,
     LP, CR, ER = L + 1, L + 2, 2 * L + 2
     DIST = _dist(N)
     arN = np.arange(N)
-    bidx = np.arange(B)[:, None]
     msize = members.sum(axis=1)                              # members per group
     mcount = np.where(gvalid, msize, 0)
     logcap = log_t.shape[0]
