@@ -203,22 +203,33 @@ class RoundNarrow(wiring.Component):
             with m.Else():
                 m.d.comb += y.eq(Cat(rounded[:31], s))
             return m
-        # fp16: grid 2^-24 below 2^-14 (fp32 exponent 113), else 13 dropped fraction bits
-        r = Signal(range(24))
-        m.d.comb += r.eq(Mux(e >= 113, 13, Mux(e >= 103, (126 - e)[:5], 23)))
+        # fp16: grid 2^-24 below 2^-14 (fp32 exponent 113), else 13 dropped fraction bits.
+        # r = 126 - e bits are dropped for e in 103..112; the constants are selected by
+        # comparing e with constants (no subtract), and overflow is decided on the input
+        # (|a| >= 65520 rounds to inf), in parallel with the rounding add.
+        def by_e(fn):
+            out = Const(fn(13), 32)
+            for ev in range(103, 113):
+                out = Mux(e == ev, Const(fn(126 - ev), 32), out)
+            return out
+
         half_m1 = Signal(32)
-        m.d.comb += half_m1.eq((Const(1, 32) << (r - 1)[:5])[:32] - 1)
+        keep = Signal(32)
+        m.d.comb += [half_m1.eq(by_e(lambda r: (1 << (r - 1)) - 1)),
+                     keep.eq(by_e(lambda r: (0x7FFFFFFF >> r) << r))]
         lsb = Signal()
-        m.d.comb += lsb.eq((mag >> r)[0])
-        m.d.comb += rounded.eq(((mag + half_m1 + lsb) >> r) << r)
-        max_finite = 0x477FE000                 # 65504
+        bit = mag[13]
+        for ev in range(103, 113):
+            bit = Mux(e == ev, mag[126 - ev], bit)
+        m.d.comb += lsb.eq(bit)
+        m.d.comb += rounded.eq((mag + half_m1 + lsb) & keep)
         with m.If(nan):
             m.d.comb += y.eq(qnan)
         with m.Elif(e < 102):                   # below half the smallest subnormal: ±0
             m.d.comb += y.eq(Cat(Const(0, 31), s))
         with m.Elif(e == 102):                  # [2^-25, 2^-24): tie → 0, above → 2^-24
             m.d.comb += y.eq(Cat(Mux(a[:23] != 0, Const(0x33800000, 31), 0), s))
-        with m.Elif(rounded[:31] > max_finite):
+        with m.Elif(mag >= 0x477FF000):         # 65520 and above round to inf (RNE)
             m.d.comb += y.eq(Cat(Const(0x7F800000, 31), s))
         with m.Else():
             m.d.comb += y.eq(Cat(rounded[:31], s))
