@@ -322,6 +322,8 @@ class Receiver:
         # alignment and output
         self.align, self.started, self.dcnt, self.delay = A_WAIT, z(), z(), z()
         self.row_cnt, self.primed, self.hist = 0, 0, 0
+        # row register between reorder and descrambler (s_first: the priming row)
+        self.s_valid, self.s_first, self.s_logical = 0, 0, [0] * n
         self.link_up = 0
         self.out_valid, self.out_words = 0, [(0, 0)] * n
         self.decode_errors = 0
@@ -417,7 +419,20 @@ class Receiver:
                 nx["am_cnt"][p] = (self.am_cnt[p] + 1) % P
         # -- lane alignment (deskew + reorder), global --
         all_ok = all(self.am_lock) and self._ids_ok()
+        # output stage: descramble and decode the row registered by the alignment stage
         nx["out_valid"] = 0
+        nx["s_valid"] = 0
+        if self.s_valid:
+            pays, hist = _desc_row([blk >> 2 for blk in self.s_logical], self.hist)
+            nx["hist"] = hist
+            if not self.s_first:
+                words, errs = [], 0
+                for blk, pay in zip(self.s_logical, pays):
+                    d, c, e = decode(blk & 3, pay)
+                    words.append((d, c))
+                    errs += e
+                nx["out_valid"], nx["out_words"] = 1, words
+                nx["decode_errors"] = min(self.decode_errors + errs, 0xFFFF)
         if not all_ok:
             nx["align"], nx["primed"] = A_WAIT, 0
         elif self.align == A_WAIT:
@@ -448,17 +463,9 @@ class Receiver:
                 logical = [0] * n
                 for p in range(n):
                     logical[self.am_id[p]] = row[p]
-                pays, hist = _desc_row([blk >> 2 for blk in logical], self.hist)
-                nx["hist"] = hist
+                nx["s_valid"], nx["s_logical"] = 1, logical
+                nx["s_first"] = int(not self.primed)
                 nx["primed"] = 1
-                if self.primed:
-                    words, errs = [], 0
-                    for blk, pay in zip(logical, pays):
-                        d, c, e = decode(blk & 3, pay)
-                        words.append((d, c))
-                        errs += e
-                    nx["out_valid"], nx["out_words"] = 1, words
-                    nx["decode_errors"] = min(self.decode_errors + errs, 0xFFFF)
         nx["link_up"] = int(nx["align"] == A_RUN)
         for k, v in nx.items():
             setattr(self, k, v)

@@ -69,9 +69,10 @@ class PcsRx(wiring.Component):
     Timing
     ------
     A row whose blocks have all arrived at cycle ``t`` (lane with the largest delay) is on
-    ``o_data`` at cycle ``t + 3``: block register (1), delay line (1, plus the lane's
-    deskew delay, up to ``max_skew``) and the output register (1) after the combinational
-    reorder, descrambler and decoder. Throughput: one row per cycle except marker rows.
+    ``o_data`` at cycle ``t + 4``: block register (1), delay line (1, plus the lane's
+    deskew delay, up to ``max_skew``), the row register after the reorder (1) and the
+    output register (1) after the descrambler and decoder. Throughput: one row per cycle
+    except marker rows.
     Acquisition from reset on clean lanes: 64 blocks to block lock, then marker lock at the
     second marker (up to ``2*am_period`` blocks), then alignment at the next marker and one
     priming row. Reset: all lanes hunting, link down; recovery from a slip or a lost lane
@@ -196,17 +197,23 @@ class PcsRx(wiring.Component):
                 expr = expr | Mux(eq(am_id[p], j), row_sig[p], 0)
             m.d.comb += sel.eq(expr)
             logical.append(sel)
+        # row register between the reorder and the descrambler (timing: splits the path
+        # delay line -> reorder -> descrambler -> decoder)
+        s_valid = Signal()
+        s_first = Signal()
+        s_logical = [Signal(66, name=f"s_logical{j}") for j in range(n)]
+        m.d.sync += s_valid.eq(0)
         desc_sig = Signal(64 * n)
         h = hist
         for j in range(n):   # one 64-bit descrambler step per lane, in stream order
-            out, h_next = descramble64(h, logical[j][2:66])
+            out, h_next = descramble64(h, s_logical[j][2:66])
             h = Signal(58, name=f"desc_state{j}")
             m.d.comb += [desc_sig[64 * j:64 * j + 64].eq(out), h.eq(h_next)]
         hist_next = h
         errs = []
         words = []
         for j in range(n):
-            sync = logical[j][0:2]
+            sync = s_logical[j][0:2]
             pay = desc_sig[64 * j:64 * j + 64]
             known = Cat(*[pay[0:8] == t for t in KNOWN_TYPES]).any()
             err = Signal(name=f"err{j}")
@@ -243,11 +250,15 @@ class PcsRx(wiring.Component):
                     with m.If(self.o_align_failures != 0xFFFF):
                         m.d.sync += self.o_align_failures.eq(self.o_align_failures + 1)
             with m.Else():
-                m.d.sync += [hist.eq(hist_next), primed.eq(1)]
-                with m.If(primed):
-                    m.d.sync += self.o_data.valid.eq(1)
-                    for j in range(n):
-                        m.d.sync += [self.o_data.payload[j].data.eq(words[j][0]),
-                                     self.o_data.payload[j].ctrl.eq(words[j][1])]
-                    m.d.sync += self.o_decode_errors.eq(dec_sum)
+                m.d.sync += [s_valid.eq(1), s_first.eq(~primed), primed.eq(1)]
+                m.d.sync += [s_logical[j].eq(logical[j]) for j in range(n)]
+        # output stage
+        with m.If(s_valid):
+            m.d.sync += hist.eq(hist_next)
+            with m.If(~s_first):
+                m.d.sync += self.o_data.valid.eq(1)
+                for j in range(n):
+                    m.d.sync += [self.o_data.payload[j].data.eq(words[j][0]),
+                                 self.o_data.payload[j].ctrl.eq(words[j][1])]
+                m.d.sync += self.o_decode_errors.eq(dec_sum)
         return m
