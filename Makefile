@@ -62,7 +62,7 @@ lint: sims
 
 synth: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,fpga]'
-	$(VENV)/bin/fusionfabric synth --all --target ecp5
+	$(VENV)/bin/fusionfabric synth --report --target ecp5
 
 bench: sims
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
