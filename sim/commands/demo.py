@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(p):
-    p.add_argument("--sim", default="verilator", help="icarus or verilator (default verilator)")
+    p.add_argument("--sim", default="icarus",
+                   help="icarus (default: every block has Icarus regressions) or verilator")
     p.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
     p.add_argument("--out", default="build/verilog", help="where to write the Verilog")
     p.add_argument("--no-regress", action="store_true", help="only generate the Verilog")
@@ -100,6 +101,8 @@ def run(args):
                                                                 else "")
         print(f"{name:<14} {r['lines']!s:>13} {r['ports']!s:>5}   {b['runs']:>11} "
               f"{b['tests']:>5} {b['passed']:>6}  {seeds}")
+    print("(rows without Verilog are test harnesses: pcs-loopback drives pcs-tx -> lanes -> "
+          "pcs-rx, chiplet-pair two chiplets, bist-harness bist-gen -> switch -> bist-check)")
     print(f"\ndemo finished in {time.time() - t0:.0f} s; "
           f"{'all regressions passed' if status == 0 else 'SOME REGRESSIONS FAILED'}")
     return status
