@@ -29,8 +29,11 @@ __all__ = ["switch_allreduce_cycles", "reduce_unit_latency"]
 
 
 def reduce_unit_latency(n: int) -> int:
-    """rtl/reduce/unit.py ``ReductionUnit.latency(k=n)`` for an n-member chunk."""
-    return n + 5 + max(1, (n - 1).bit_length()) * 5
+    """rtl/reduce/unit.py ``ReductionUnit.latency(k=n)`` for an n-member chunk on n ports
+    (the one formula lives in :func:`sim.reduce.unit_latency`)."""
+    from sim.reduce import unit_latency
+
+    return unit_latency(n, n)
 
 
 def _serve(ready: np.ndarray, service: int) -> np.ndarray:
