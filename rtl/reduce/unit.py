@@ -48,15 +48,12 @@ from rtl.blocks import Block, Param
 from sim.layouts import (DEST_BITS, GROUP_BITS, Dtype, Kind, Op, group_entry, switch_flit)
 from sim.reduce import ALU_LATENCY, unit_latency
 
+from rtl.switch.group_table import GroupTable, config_layout
+
 from .lane import OP_BYPASS
 from .simd import AccToFlit, FlitToAcc, SimdAlu, check_data_width
 
 __all__ = ["ReductionUnit", "config_layout", "result_layout", "BLOCKS"]
-
-
-def config_layout(n_ports: int) -> data.StructLayout:
-    """Payload of ``i_config``: ``{group, entry}`` (same as the switch's config port)."""
-    return data.StructLayout({"group": GROUP_BITS, "entry": group_entry(n_ports).layout()})
 
 
 def result_layout(n_ports: int, data_width: int) -> data.StructLayout:
@@ -172,17 +169,9 @@ class ReductionUnit(wiring.Component):
                                     "chunk": switch_flit(8).widths["chunk"]})
 
         # -- group table (registers: reset invalidates every entry) -----------------------
-        table = [Signal(entry_l, name=f"group{g}") for g in range(self.n_groups)]
-        cfg = self.i_config
-        m.d.comb += cfg.ready.eq(1)
-        with m.If(cfg.valid):
-            with m.If(cfg.payload.group < self.n_groups):
-                with m.Switch(cfg.payload.group):
-                    for g in range(self.n_groups):
-                        with m.Case(g):
-                            m.d.sync += table[g].eq(cfg.payload.entry)
-            with m.Else():
-                m.d.sync += self.o_config_drops.eq(self.o_config_drops + 1)
+        m.submodules.table = table = GroupTable(P, self.n_groups, n_lookups=1)
+        wiring.connect(m, wiring.flipped(self.i_config), table.i_config)
+        m.d.comb += self.o_config_drops.eq(table.o_config_drops)
 
         # -- ingest stage: register the flit and its group entry --------------------------
         ic = self.i_contrib
@@ -193,10 +182,7 @@ class ReductionUnit(wiring.Component):
         s1_done = Signal()
         m.d.comb += ic.ready.eq(~s1_valid | s1_done)
         lookup = Signal(entry_l)
-        with m.Switch(ic.payload.dest):
-            for g in range(self.n_groups):
-                with m.Case(g):
-                    m.d.comb += lookup.eq(table[g])
+        m.d.comb += [table.i_group[0].eq(ic.payload.dest), lookup.eq(table.o_entry[0])]
         with m.If(ic.ready):
             m.d.sync += [s1_valid.eq(ic.valid), s1.eq(ic.payload), s1_entry.eq(lookup),
                          s1_group_ok.eq(ic.payload.dest < self.n_groups)]
