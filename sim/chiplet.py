@@ -64,6 +64,8 @@ class Opcode(IntEnum):
     ATOMIC_ADD = 3    #: element-wise int32 add of the payload into memory; acknowledged
     MULTICAST = 4     #: write to every member of group ``dest`` (posted)
     REDUCE = 5        #: contribute payload to group ``dest``, chunk ``chunk`` (posted)
+    RESULT = 6        #: reduction results from the switch to a member (posted; sent only by
+    #: the switch side of a fabric link, docs/fabric.md gives the chunk ids' placement)
     READ_CPL = 8      #: read completion with data
     WRITE_ACK = 9
     ATOMIC_ACK = 10

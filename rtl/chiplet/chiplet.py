@@ -40,6 +40,9 @@ class Chiplet(wiring.Component):
         Cycles without ack progress before replaying; 0 derives ``8 * flit + 64``.
     close_timeout : int
         Idle cycles before a partly filled DL flit is sent as it is.
+    stamp_src : bool
+        True for an accelerator endpoint (``src`` = ``i_node_id``); False on the switch side
+        of a fabric link, where the forwarded messages keep their source.
 
     Members
     -------
@@ -69,7 +72,8 @@ class Chiplet(wiring.Component):
     """
 
     def __init__(self, tl_per_dl=4, replay_depth=8, rx_credits=16, replay_timeout=0,
-                 close_timeout=8):
+                 close_timeout=8, stamp_src=True):
+        self.stamp_src = stamp_src
         self.lp = check_params(tl_per_dl, replay_depth, rx_credits, replay_timeout,
                                close_timeout)
         self.tl_per_dl = tl_per_dl
@@ -94,7 +98,7 @@ class Chiplet(wiring.Component):
         p = dict(tl_per_dl=self.tl_per_dl, replay_depth=self.replay_depth,
                  rx_credits=self.rx_credits, replay_timeout=self.replay_timeout,
                  close_timeout=self.close_timeout)
-        m.submodules.tl_tx = tltx = TransactionTx()
+        m.submodules.tl_tx = tltx = TransactionTx(stamp_src=self.stamp_src)
         m.submodules.dl_tx = dltx = DataLinkTx(**p)
         m.submodules.dl_rx = dlrx = DataLinkRx(**p)
         m.submodules.tl_rx0 = tlrx0 = TransactionRx()

@@ -38,7 +38,8 @@ def data_slots(opcode, length):
 
 
 def valid_opcode(opcode, vc: int):
-    ops = ([Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD, Opcode.MULTICAST, Opcode.REDUCE]
+    ops = ([Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD, Opcode.MULTICAST, Opcode.REDUCE,
+            Opcode.RESULT]
            if vc == 0 else [Opcode.READ_CPL, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK])
     v = Const(0, 1)
     for o in ops:

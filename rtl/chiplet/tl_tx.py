@@ -26,13 +26,15 @@ class TransactionTx(wiring.Component):
 
     Parameters
     ----------
-    none.
+    stamp_src : bool
+        True (an endpoint): ``src`` is overwritten with ``i_node_id``. False (the switch
+        side of a fabric link, which forwards other nodes' messages): ``src`` passes through.
 
     Members
     -------
     i_req, i_rsp : In(stream.Signature(sim.chiplet.PORT_BEAT))
         Accelerator beats. A beat whose opcode is not valid on its port (requests: WRITE,
-        READ, ATOMIC_ADD, MULTICAST, REDUCE; responses: READ_CPL, WRITE_ACK, ATOMIC_ACK)
+        READ, ATOMIC_ADD, MULTICAST, REDUCE, RESULT; responses: READ_CPL, WRITE_ACK, ATOMIC_ACK)
         at a message start is dropped and counted in ``o_bad_op``.
     i_node_id : In(8)
         This chiplet's node id, stamped into ``src``.
@@ -50,7 +52,8 @@ class TransactionTx(wiring.Component):
     it (packer register, FIFO). Reset empties the packers and FIFOs.
     """
 
-    def __init__(self):
+    def __init__(self, stamp_src: bool = True):
+        self.stamp_src = stamp_src
         super().__init__({
             "i_req": In(stream.Signature(port_layout())),
             "i_rsp": In(stream.Signature(port_layout())),
@@ -70,7 +73,8 @@ class TransactionTx(wiring.Component):
         hdr = Signal(SLOT_BITS, name=f"p{vc}_hdr")
         m.d.comb += hdr.eq(beat.as_value()[SLOT_BITS:])
         src_lo = TL_HEADER.offsets["src"]
-        hdr_stamped = Cat(hdr[:src_lo], self.i_node_id, hdr[src_lo + SRC_BITS:])
+        hdr_stamped = (Cat(hdr[:src_lo], self.i_node_id, hdr[src_lo + SRC_BITS:])
+                       if self.stamp_src else hdr)
         nds = Signal(5, name=f"p{vc}_nds")
         m.d.comb += nds.eq(data_slots(beat.opcode, beat.length))
         ok_op = valid_opcode(beat.opcode, vc)
