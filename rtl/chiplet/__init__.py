@@ -21,6 +21,7 @@ CHIPLET_PARAMS = [
     Param("rx_credits", int, 16, "receive buffer per VC, in TL flits (credits advertised)"),
     Param("replay_timeout", int, 0, "cycles without ack progress before replay (0: derived)"),
     Param("close_timeout", int, 8, "idle cycles before a partial DL flit is sent"),
+    Param("stamp_src", bool, True, "stamp src with the node id (False: switch side, forwards)"),
 ]
 
 BLOCKS = [
