@@ -9,11 +9,12 @@ from .chiplet import Chiplet
 from .dl_rx import DataLinkRx
 from .dl_tx import DataLinkTx
 from .pair import ChipletPair
+from .phy import PcsToPhy, PhyToPcs
 from .tl_rx import TransactionRx
 from .tl_tx import TransactionTx
 
 __all__ = ["Chiplet", "ChipletPair", "DataLinkTx", "DataLinkRx", "TransactionTx",
-           "TransactionRx", "BLOCKS", "CHIPLET_PARAMS"]
+           "TransactionRx", "PhyToPcs", "PcsToPhy", "BLOCKS", "CHIPLET_PARAMS"]
 
 CHIPLET_PARAMS = [
     Param("tl_per_dl", int, 4, "64-byte TL flits per DL flit (1..32)"),
