@@ -40,7 +40,7 @@ def breakdown(tl_per_dl: int, payload: int = 256):
 
 
 def run_link(sim, params, args, seed=1):
-    from rtl.chiplet import ChipletPair
+    from tb.chiplet.harness import ChipletPair
     from tb.common import runner
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -441,6 +441,7 @@ class LinkParams:
     rx_credits: int = 16
     replay_timeout: int = 0     # 0: derived (see :meth:`timeout`)
     close_timeout: int = 8
+    stamp_src: bool = True      # False: switch side of a fabric link (src forwarded as is)
 
     def __post_init__(self):
         _check_tl_per_dl(self.tl_per_dl)

@@ -8,8 +8,7 @@ CI keeps the runs short (Icarus is slow on this design); the sweep is in the soa
 
 import pytest
 
-from rtl.chiplet import ChipletPair
-from rtl.chiplet.pcs_pair import ChipletPcsPair
+from tb.chiplet.harness import ChipletPair, ChipletPcsPair
 from tb.common import runner
 
 

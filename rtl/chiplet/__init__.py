@@ -8,12 +8,11 @@ from rtl.blocks import Block, Param
 from .chiplet import Chiplet
 from .dl_rx import DataLinkRx
 from .dl_tx import DataLinkTx
-from .pair import ChipletPair
 from .phy import PcsToPhy, PhyToPcs
 from .tl_rx import TransactionRx
 from .tl_tx import TransactionTx
 
-__all__ = ["Chiplet", "ChipletPair", "DataLinkTx", "DataLinkRx", "TransactionTx",
+__all__ = ["Chiplet", "DataLinkTx", "DataLinkRx", "TransactionTx",
            "TransactionRx", "PhyToPcs", "PcsToPhy", "BLOCKS", "CHIPLET_PARAMS"]
 
 CHIPLET_PARAMS = [

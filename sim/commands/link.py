@@ -45,7 +45,7 @@ def _num(text, name, kind, lo, hi):
 
 def run(args):
     from rtl.blocks import get_block, parse_sets
-    from rtl.chiplet import ChipletPair
+    from tb.chiplet.harness import ChipletPair
     from tb.common import runner
 
     ber = _num(args.ber, "ber", float, 0.0, 1e-2)

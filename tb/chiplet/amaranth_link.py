@@ -46,7 +46,7 @@ class _Board:
 def run_amaranth_link(params: dict, n: int, ber: float, seed: int, max_cycles: int = 400_000):
     from amaranth.sim import Simulator
 
-    from rtl.chiplet import ChipletPair
+    from tb.chiplet.harness import ChipletPair
 
     dut = ChipletPair(**params)
     rng = np.random.default_rng(seed)

@@ -1,7 +1,7 @@
 """Link testbench kit: traffic, responders, fault injection and a counting scoreboard.
 
 Used by :mod:`tb.chiplet.test_link` (cocotb tests) and by ``fusionfabric link`` (through
-the same cocotb module with ``stats_file`` set). The DUT is ``rtl.chiplet.ChipletPair``.
+the same cocotb module with ``stats_file`` set). The DUT is ``tb.chiplet.harness.ChipletPair``.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ class LinkTB(TB):
         self.one_way = bool(a.get("one_way", False))
         self.pause = a.get("pause")          # [sink name, start cycle, cycles]
         self.stats_file = a.get("stats_file")
-        self.pcs = bool(a.get("pcs", False))   # DUT is rtl.chiplet.pcs_pair.ChipletPcsPair
+        self.pcs = bool(a.get("pcs", False))   # DUT is tb.chiplet.harness.ChipletPcsPair
         self.sb_req = LinkScoreboard("requests", self.seed, strict, self.watchdog)
         self.sb_cpl = LinkScoreboard("completions", self.seed, strict, self.watchdog)
         self.latency = []

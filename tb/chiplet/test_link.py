@@ -1,4 +1,4 @@
-"""cocotb tests: two chiplets back to back through a fault channel (rtl.chiplet.ChipletPair).
+"""cocotb tests: two chiplets back to back through a fault channel (tb.chiplet.harness.ChipletPair).
 
 One traffic test driven by the runner's ``test_args`` (error rate, bursts, outages, link
 drops, pauses; see :class:`tb.chiplet.link.LinkTB`) plus its checks: exactly-once,
