@@ -39,7 +39,7 @@ __all__ = [
     "TAG_BITS", "ADDR_BITS", "MAX_TL_PER_DL", "Opcode", "Status", "VC", "TL_HEADER",
     "PORT_BEAT", "DL_HEADER", "DL_TRAILER", "LENGTHS", "length_code", "opcode_vc",
     "data_slots", "Message", "message_slots", "pack_tl", "unpack_tl", "DLHeader",
-    "dl_frame", "dl_parse", "crc32", "crc32_unappend", "crc_syndromes", "switch_kind",
+    "dl_frame", "dl_parse", "crc32", "crc_syndromes", "switch_kind",
     "LinkParams", "MemoryModel", "dl_flit_slots", "VECTORS", "PHY_WORD", "TL_FLIT", "STATUS",
 ]
 
@@ -286,40 +286,6 @@ def unpack_tl(flits: list[bytes]) -> list[Message]:
 def crc32(data: bytes) -> int:
     """CRC-32/ISO-HDLC (reflected 0x04C11DB7, init and xorout 0xFFFFFFFF); check 0xCBF43926."""
     return zlib.crc32(bytes(data)) & 0xFFFF_FFFF
-
-
-def crc32_unappend(n_zero_bytes: int = 4) -> tuple[list[int], int]:
-    """The affine map taking CRC(m ‖ 0^n) back to CRC(m), as (rows, constant).
-
-    The RTL computes the CRC over whole 128-bit slots, so at the trailer it has the CRC of
-    ``payload ‖ header ‖ 0000`` (CRC field zeroed); appending ``n`` zero bytes is an
-    invertible affine map ``z = P·r ⊕ k`` of the CRC ``r`` of the message alone. This returns
-    ``rows`` (32 ints: bit ``i`` of ``r`` is the parity of ``rows[i] & (z ⊕ const)``) and
-    ``const``. Generated from :func:`crc32` here, never typed in.
-    """
-    zeros = bytes(n_zero_bytes)
-
-    def extend(r):  # CRC of m‖0^n given r = CRC(m), via zlib's continuation
-        return zlib.crc32(zeros, r) & 0xFFFF_FFFF
-
-    k = extend(0)
-    cols = [extend(1 << i) ^ k for i in range(32)]  # P·e_i
-    # invert P over GF(2): Gaussian elimination on [P | I]
-    mat = [[(cols[j] >> i) & 1 for j in range(32)] + [int(i == j) for j in range(32)]
-           for i in range(32)]
-    for c in range(32):
-        piv = next(r for r in range(c, 32) if mat[r][c])
-        mat[c], mat[piv] = mat[piv], mat[c]
-        for r in range(32):
-            if r != c and mat[r][c]:
-                mat[r] = [a ^ b for a, b in zip(mat[r], mat[c])]
-    rows = [sum(mat[i][32 + j] << j for j in range(32)) for i in range(32)]
-    return rows, k
-
-
-def apply_unappend(z: int, rows: list[int], const: int) -> int:
-    v = z ^ const
-    return sum((bin(rows[i] & v).count("1") & 1) << i for i in range(32))
 
 
 def crc_syndromes(n_bits: int) -> np.ndarray:

@@ -9,7 +9,6 @@ from amaranth.sim import Simulator
 
 from rtl.blocks import BlockError, get_block
 from rtl.chiplet import DataLinkTx, TransactionTx
-from rtl.chiplet.crc32 import Crc32Slots
 from sim import chiplet as C
 from sim.chiplet import DLHeader, Opcode
 
@@ -21,40 +20,63 @@ def _run(dut, bench, cycles_s=1e-8):
     sim.run()
 
 
-def test_crc32_slots_matches_zlib_and_amaranth_lib_crc():
-    """Crc32Slots == zlib.crc32 over little-endian slots == amaranth.lib.crc CRC32_ISO_HDLC."""
+def test_dl_crc_on_foundation_crc_matches_zlib_and_amaranth_lib_crc():
+    """The DL's CRC (rtl.crc.Crc("crc32", 128), as dl_tx/dl_rx use it: one slot per beat,
+    the trailer a partial last beat of 12 bytes) == zlib.crc32 == sim.chiplet.crc32 ==
+    amaranth.lib.crc CRC32_ISO_HDLC over the same bytes; a whole DL flit from
+    sim.chiplet.dl_frame (CRC field included) gives ``match``, and one flipped bit does not."""
     from amaranth import Module
+    from rtl.crc import Crc
     m = Module()
-    m.submodules.mine = mine = Crc32Slots()
-    m.submodules.ref = ref = acrc.catalog.CRC32_ISO_HDLC(128).create()
+    m.submodules.mine = mine = Crc("crc32", 128)
+    m.submodules.ref = ref = acrc.catalog.CRC32_ISO_HDLC(8).create()
     rng = np.random.default_rng(3)
-    msgs = [[int.from_bytes(rng.bytes(16), "little") for _ in range(int(rng.integers(1, 6)))]
-            for _ in range(6)]
+    cases = []
+    for tl in (1, 2, 4):
+        for vc in (0, 1):
+            hdr = DLHeader(seq=int(rng.integers(1024)), ack=int(rng.integers(1024)),
+                           credit0=int(rng.integers(4096)))
+            cases.append(C.dl_frame([(vc, rng.bytes(64)) for _ in range(tl - vc)], hdr, tl))
+
+    async def feed(ctx, data, n_last):
+        words = [int.from_bytes(data[i:i + 16].ljust(16, b"\0"), "little")
+                 for i in range(0, len(data), 16)]
+        for i, w in enumerate(words):
+            last = i == len(words) - 1
+            ctx.set(mine.i_data.payload.as_value(), mine.in_fields.pack(
+                data=w, first=i == 0, last=last, n_bytes=n_last if last else 0))
+            ctx.set(mine.i_data.valid, 1)
+            await ctx.tick()
+        ctx.set(mine.i_data.valid, 0)
+        ctx.set(mine.o_crc.ready, 1)
+        await ctx.delay(1e-10)
+        assert ctx.get(mine.o_crc.valid)
+        return ctx.get(mine.o_crc.payload.crc), ctx.get(mine.o_crc.payload.match)
+
+    async def reference(ctx, data):
+        ctx.set(ref.start, 1)
+        await ctx.tick()
+        ctx.set(ref.start, 0)
+        for b in data:
+            ctx.set(ref.data, b)
+            ctx.set(ref.valid, 1)
+            await ctx.tick()
+        ctx.set(ref.valid, 0)
+        return ctx.get(ref.crc)
 
     async def bench(ctx):
-        for words in msgs:
-            for i, w in enumerate(words):
-                for p in (mine, ref):
-                    ctx.set(p.start, i == 0)
-                    ctx.set(p.valid, 1)
-                    ctx.set(p.data, w)
-                await ctx.tick()
-            for p in (mine, ref):
-                ctx.set(p.valid, 0)
-                ctx.set(p.start, 0)
-            data = b"".join(w.to_bytes(16, "little") for w in words)
-            assert ctx.get(mine.crc) == zlib.crc32(data) == ctx.get(ref.crc)
-            # a codeword (message of 12 bytes + its CRC) hits the residue
-        code = b"123456789abc"
-        word = int.from_bytes(code + C.crc32(code).to_bytes(4, "little"), "little")
-        ctx.set(mine.start, 1)
-        ctx.set(mine.valid, 1)
-        ctx.set(mine.data, word)
-        await ctx.tick()
-        ctx.set(mine.valid, 0)
-        ctx.set(mine.start, 0)
-        assert ctx.get(mine.match) == 1
-        assert ctx.get(ref.crc) != 0  # ref saw other data; only mine checked here
+        for flit in cases:
+            body = flit[:-4]                       # payload slots + 12 header bytes
+            crc, _ = await feed(ctx, body, 12)
+            assert crc == zlib.crc32(body) == C.crc32(body)
+            assert crc == await reference(ctx, body)
+            assert crc == int.from_bytes(flit[-4:], "little")
+            _, match = await feed(ctx, flit, 0)
+            assert match == 1
+            bad = bytearray(flit)
+            bad[int(rng.integers(len(bad)))] ^= 1 << int(rng.integers(8))
+            _, match = await feed(ctx, bytes(bad), 0)
+            assert match == 0
 
     _run(m, bench)
 

@@ -7,8 +7,8 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from rtl.crc import Crc
 from sim.chiplet import DL_HEADER, SEQ_BITS, SLOT_BITS
-from .crc32 import Crc32Slots
 from .common import check_params, phy_layout, sat_inc, seq_dist
 
 __all__ = ["DataLinkRx"]
@@ -20,8 +20,8 @@ class DataLinkRx(wiring.Component):
     A word with ``first`` starts a flit (one already in progress is abandoned and counted
     in ``o_frame_err``); words outside a flit are ignored while hunting. The
     ``4 * tl_per_dl`` payload slots are written into one bank of a two-bank staging buffer;
-    the whole flit, trailer included, goes through CRC-32 (:class:`.crc32.Crc32Slots`), whose
-    residue marks a good codeword. A good flit's header is passed to the transmitter
+    the whole flit, trailer included, goes through CRC-32 (the foundation's framed :class:`rtl.crc.Crc`, one slot per
+    beat), whose residue marks a good codeword. A good flit's header is passed to the transmitter
     (``o_good``, ``o_hdr``: acks, NAK, credits, bring-up). A good data flit whose sequence
     number is the expected one is committed: its TL flits are copied, in order, into the
     request (VC 0) or response (VC 1) receive FIFO, each ``4 * rx_credits`` slots deep,
@@ -120,10 +120,14 @@ class DataLinkRx(wiring.Component):
         w = self.i_phy.payload
         m.d.comb += self.i_phy.ready.eq(1)
         take = self.i_phy.valid & self.i_link_up
-        proc = Crc32Slots()
+        proc = Crc("crc32", SLOT_BITS)
         m.submodules.crc = proc
-        m.d.comb += [proc.data.eq(w.data), proc.start.eq(take & w.first),
-                     proc.valid.eq(take & (w.first | r_in)), wp.data.eq(w.data)]
+        m.d.comb += [proc.i_data.valid.eq(take & (w.first | r_in)),
+                     proc.i_data.payload.data.eq(w.data),
+                     proc.i_data.payload.first.eq(w.first),
+                     proc.i_data.payload.last.eq(r_in & ~w.first & (r_k == SL)),
+                     proc.o_crc.ready.eq(1),        # so i_data.ready is always 1
+                     wp.data.eq(w.data)]
         m.d.sync += chk.eq(0)
         with m.If(~self.i_link_up):
             m.d.sync += r_in.eq(0)
@@ -142,7 +146,7 @@ class DataLinkRx(wiring.Component):
         # ---------------- check ----------------
         h = Signal(DL_HEADER.layout())
         m.d.comb += h.eq(hdr_reg)
-        good = chk & proc.match
+        good = chk & proc.o_crc.payload.match     # o_crc.valid == chk
         expected = Signal(SEQ_BITS)
         episode = Signal()
         nak = Signal()
@@ -163,7 +167,7 @@ class DataLinkRx(wiring.Component):
                     m.d.sync += [nak.eq(1), episode.eq(1)]
             with m.Else():
                 sat_inc(m, counters["dup"], 1)
-        with m.If(chk & ~proc.match):
+        with m.If(chk & ~proc.o_crc.payload.match):
             sat_inc(m, counters["crc_err"], 1)
             with m.If(~episode):
                 m.d.sync += [nak.eq(1), episode.eq(1)]

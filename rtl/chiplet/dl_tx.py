@@ -7,25 +7,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from sim.chiplet import (CREDIT_BITS, DL_HEADER, MAX_TL_PER_DL, SEQ_BITS, SLOT_BITS,
-                         crc32_unappend)
-from .crc32 import Crc32Slots
+from rtl.crc import Crc
+from sim.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SLOT_BITS
 from .common import (LINK_ACTIVE, LINK_DOWN, LINK_INIT, check_params, phy_layout, sat_inc,
                      seq_dist, tl_layout)
 
 __all__ = ["DataLinkTx"]
-
-
-def _unappend(m, z):
-    """CRC of the message from the CRC of message‖0000 (matrix from the numpy model)."""
-    rows, const = crc32_unappend(4)
-    v = Signal(32)
-    m.d.comb += v.eq(z ^ const)
-    bits = []
-    for i in range(32):
-        sel = [v[j] for j in range(32) if (rows[i] >> j) & 1]
-        bits.append(Cat(*sel).xor() if sel else Const(0, 1))
-    return Cat(*bits)
 
 
 class DataLinkTx(wiring.Component):
@@ -47,7 +34,7 @@ class DataLinkTx(wiring.Component):
     replayed) while the link is in bring-up or active; nothing while down. Every flit's
     trailer carries the receiver's cumulative ``ack`` (next expected sequence), a pending
     NAK, the cumulative credit returns (or, in bring-up flits, the buffer sizes) and the
-    CRC-32 of the whole flit. A good received ``ack`` frees entries; a NAK rewinds
+    CRC-32 of the whole flit (:class:`rtl.crc.Crc`). A good received ``ack`` frees entries; a NAK rewinds
     ``send_ptr`` to the ack (go-back-N); so does the replay timer when no ack progress has
     been seen for ``replay_timeout`` cycles while flits are unacknowledged.
 
@@ -272,20 +259,26 @@ class DataLinkTx(wiring.Component):
                     m.d.sync += k.eq(k + 1)
         m.d.comb += self.o_nak_sent.eq(adv & cur_on & (cur_k == SL) & self.i_rx_nak)
 
-        # stage B -> C (CRC)
-        proc = Crc32Slots()
+        # stage B -> C (CRC): the foundation's framed CRC-32 (rtl.crc, amaranth.lib.crc
+        # catalogue CRC32_ISO_HDLC), one slot per beat; the trailer is a partial last beat of
+        # its 12 header bytes, so the result is the CRC of everything before the CRC field.
+        proc = Crc("crc32", SLOT_BITS)
         m.submodules.crc = proc
         b_word = Signal(SLOT_BITS)
         m.d.comb += b_word.eq(Mux(b_trailer, b_hdr, Mux(b_pad, 0, rp.data)))
-        m.d.comb += [proc.data.eq(b_word), proc.valid.eq(adv & b_valid),
-                     proc.start.eq(adv & b_valid & b_first)]
+        m.d.comb += [proc.i_data.valid.eq(adv & b_valid),
+                     proc.i_data.payload.data.eq(b_word),
+                     proc.i_data.payload.first.eq(b_first),
+                     proc.i_data.payload.last.eq(b_trailer),
+                     proc.i_data.payload.n_bytes.eq(Mux(b_trailer, DL_HEADER.width // 8, 0)),
+                     proc.o_crc.ready.eq(1)]        # so i_data.ready is always 1
         c_first = Signal()
         c_trailer = Signal()
         c_word = Signal(SLOT_BITS)
         with m.If(adv):
             m.d.sync += [c_valid.eq(b_valid), c_first.eq(b_first), c_trailer.eq(b_trailer),
                          c_word.eq(b_word)]
-        crc = _unappend(m, proc.crc)
+        crc = proc.o_crc.payload.crc       # held until the next flit's first slot is taken
         m.d.comb += [
             self.o_phy.valid.eq(c_valid),
             self.o_phy.payload.first.eq(c_first),
