@@ -395,6 +395,12 @@ class AllReduceInNetwork(Workload):
 
 
 # -- ring all-reduce ---------------------------------------------------------------------------
+def _ring_addr(region: int, seg: int, off: int) -> int:
+    """Ring WRITE address: the segment in the owner field, the byte offset in the segment
+    as index (high bits) and offset (low 16 bits)."""
+    return region_addr(region, seg, off >> 16, 0, off & 0xFFFF)
+
+
 def ring_reference(grads: np.ndarray) -> np.ndarray:
     """The ring's result, computed directly: segment ``j`` (of ``n`` equal segments) is
     ``(((x[j] + x[j+1]) + x[j+2]) + ... + x[j+n-1])`` (endpoints mod n), each ``+`` a bf16
@@ -445,14 +451,15 @@ class AllReduceRing(Workload):
         base = e * self.seg
         raw = self.grads[e, base:base + self.seg].tobytes()
         for off, ln in _pieces(len(raw)):
-            out += self._write(e, (e + 1) % self.n, region_addr(Region.RING_RS, e, 0, 0, off),
+            out += self._write(e, (e + 1) % self.n, _ring_addr(Region.RING_RS, e, off),
                                raw[off:off + ln])
         return out
 
     def _on_request(self, e, msg):
         if msg.opcode != Opcode.WRITE:
             return super()._on_request(e, msg)
-        region, seg, _, _, off = split_addr(msg.addr)
+        region, seg, hi, _, lo16 = split_addr(msg.addr)
+        off = (hi << 16) | lo16
         n = self.n
         nbytes = LENGTHS[msg.length]
         if seg >= n or off % 2 or off + nbytes > 2 * self.seg:
@@ -467,7 +474,7 @@ class AllReduceRing(Workload):
             acc = (data.view(BF16) + self.grads[e, sl].view(BF16)).view(np.uint16)
             if (seg - 1) % n == e:          # n-1 hops done: final value of this block
                 return self._store(e, sl, acc, seg, off)
-            return self._write(e, nxt, region_addr(Region.RING_RS, seg, 0, 0, off),
+            return self._write(e, nxt, _ring_addr(Region.RING_RS, seg, off),
                                acc.tobytes())
         if region == Region.RING_AG:
             if (seg - 1) % n == e:
@@ -482,7 +489,7 @@ class AllReduceRing(Workload):
         self.have[e, sl] = True
         if (seg - 2) % self.n == e:         # the last endpoint of the all-gather chain
             return []
-        return self._write(e, (e + 1) % self.n, region_addr(Region.RING_AG, seg, 0, 0, off),
+        return self._write(e, (e + 1) % self.n, _ring_addr(Region.RING_AG, seg, off),
                            np.asarray(values, "<u2").tobytes())
 
     def _done(self):
