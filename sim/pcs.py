@@ -32,6 +32,14 @@ Receive (:class:`Receiver`): a cycle-level model of the ``pcs-rx`` RTL, one raw 
 66-bit chunk per lane per cycle; see ``docs/pcs.md`` for the state machines. Its registers
 after cycle ``t`` equal the RTL's registers after the same clock edge, which the tests check.
 
+Gearbox (``serdes_width`` W in :data:`SERDES_WIDTHS`): each lane's bit stream is the
+concatenation of its 66-bit blocks, bit 0 of block 0 first; a W-bit SerDes word is just the
+next W bits of that stream, bit 0 first (:func:`serialize`). The transmitter's gearbox takes
+a new row of blocks in the cycles where its common fill count is below W
+(:func:`tx_takes`: rate W/66); the receiver's gearbox (:class:`RxGearbox`) packs W-bit words
+back into unaligned 66-bit chunks on a common strobe and :class:`GearboxReceiver` steps the
+66-bit :class:`Receiver` on that strobe.
+
 Project control block types (:class:`BlockType`): the low octet of a control word's payload.
 """
 
@@ -50,6 +58,8 @@ __all__ = [
     "MARKERS_100G", "MARKERS_40G", "MAX_LANES", "SCRAMBLER_INIT", "LOCK_GOOD", "LOCK_WINDOW",
     "LOCK_BAD", "AM_BAD_LIMIT", "HI_BER_LIMIT", "BER_WINDOW_10G", "bip8", "marker_payload",
     "marker_id", "encode", "transmit", "scramble", "descramble", "TxResult", "Receiver", "check_params", "VECTORS",
+    "SERDES_WIDTHS", "check_serdes_width", "tx_takes", "serialize", "RxGearbox",
+    "GearboxReceiver", "make_receiver",
 ]
 
 #: Sync headers as integers, first transmitted bit in bit 0 (cl. 49.2.4.3).
@@ -113,6 +123,9 @@ BER_WINDOW_10G = 19531
 M64 = (1 << 64) - 1
 M66 = (1 << 66) - 1
 
+#: SerDes word widths the PCS supports: 66 (one block per lane per cycle) or a gearbox.
+SERDES_WIDTHS = (32, 64, 66)
+
 
 def check_params(n_lanes: int = 4, am_period: int = 16384, max_skew: int | None = None,
                  ber_window: int | None = None) -> None:
@@ -129,6 +142,12 @@ def check_params(n_lanes: int = 4, am_period: int = 16384, max_skew: int | None 
                              f"{2 * max_skew + 3} so that deskew is unambiguous")
     if ber_window is not None and (not isinstance(ber_window, int) or ber_window < 1):
         raise ValueError(f"ber_window={ber_window!r} must be a positive integer")
+
+
+def check_serdes_width(serdes_width: int) -> None:
+    """Raise ``ValueError`` unless ``serdes_width`` is one of :data:`SERDES_WIDTHS`."""
+    if not isinstance(serdes_width, int) or serdes_width not in SERDES_WIDTHS:
+        raise ValueError(f"serdes_width={serdes_width!r} must be one of {SERDES_WIDTHS}")
 
 
 # -- scrambler: the project's shared model (sim/scrambler.py), 64-bit words ---------------------
@@ -270,6 +289,110 @@ def transmit(data, ctrl, n_lanes: int, am_period: int, state: int = SCRAMBLER_IN
 
 def idle_row(n_lanes: int) -> tuple[list[int], list[int]]:
     return [control_word(BlockType.IDLE)] * n_lanes, [1] * n_lanes
+
+
+# -- gearbox --------------------------------------------------------------------------------
+def tx_takes(serdes_width: int, cycles: int) -> np.ndarray:
+    """Cycles (from reset) in which a ``pcs-tx`` with ``serdes_width`` takes a new row of
+    blocks: the common fill count ``f`` (bits buffered per lane, 0 after reset) is below W;
+    then ``f += 66 - W``, else ``f -= W``. Rate W/66 (every cycle for W = 66)."""
+    check_serdes_width(serdes_width)
+    out = np.zeros(cycles, bool)
+    f = 0
+    for t in range(cycles):
+        if f < serdes_width:
+            out[t] = True
+            f += 66 - serdes_width
+        else:
+            f -= serdes_width
+    return out
+
+
+def serialize(blocks, serdes_width: int) -> list[int]:
+    """One lane's 66-bit blocks as the W-bit words of its bit stream (block 0 bit 0 first):
+    word ``i`` is stream bits ``[i*W, (i+1)*W)``; only whole words are returned."""
+    check_serdes_width(serdes_width)
+    bits, count, out = 0, 0, []
+    mask = (1 << serdes_width) - 1
+    for b in blocks:
+        bits |= (int(b) & M66) << count
+        count += 66
+        while count >= serdes_width:
+            out.append(bits & mask)
+            bits >>= serdes_width
+            count -= serdes_width
+    return out
+
+
+class RxGearbox:
+    """Model of the receiver's W→66 gearbox (all lanes share one fill count ``f``, since
+    every lane brings W bits per cycle). Per cycle, with ``cat = buf | word << f``: if
+    ``f + W >= 66`` the oldest 66 bits become the registered ``chunk`` (``valid = 1``) and
+    ``f += W - 66``; else ``buf = cat``, ``f += W`` and ``valid = 0``. Attributes after
+    :meth:`step` are the RTL's registers after the clock edge."""
+
+    def __init__(self, n_lanes: int, serdes_width: int):
+        check_serdes_width(serdes_width)
+        self.n, self.W = n_lanes, serdes_width
+        self.f, self.buf, self.chunk, self.valid = 0, [0] * n_lanes, [0] * n_lanes, 0
+
+    def step(self, words) -> None:
+        W, f = self.W, self.f
+        full = f + W >= 66
+        for p in range(self.n):
+            cat = self.buf[p] | (int(words[p]) & ((1 << W) - 1)) << f
+            if full:
+                self.chunk[p], self.buf[p] = cat & M66, cat >> 66
+            else:
+                self.buf[p] = cat
+        self.f = f + W - 66 if full else f + W
+        self.valid = int(full)
+
+
+class GearboxReceiver:
+    """Cycle-level model of ``pcs-rx`` with ``serdes_width`` W < 66: :class:`RxGearbox`,
+    then :class:`Receiver` stepped with the gearbox's registered chunks in the cycles where
+    its ``valid`` was set (the RTL's clock enable); a delivered row is valid for the one
+    cycle after the enabled edge. Other attributes are the inner receiver's."""
+
+    def __init__(self, n_lanes: int, am_period: int, max_skew: int, ber_window: int,
+                 serdes_width: int):
+        check_serdes_width(serdes_width)
+        if serdes_width == 66:
+            raise ValueError("serdes_width=66 has no gearbox: use Receiver")
+        self.core = Receiver(n_lanes, am_period, max_skew, ber_window)
+        self.gearbox = RxGearbox(n_lanes, serdes_width)
+        self.serdes_width = serdes_width
+        self.out_valid = 0
+        self.stepped = False
+        self.cycle = 0
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["core"], name)
+
+    @property
+    def lock_event(self):
+        return self.core.lock_event if self.stepped else ["none"] * self.core.n_lanes
+
+    def step(self, words) -> None:
+        self.stepped = bool(self.gearbox.valid)
+        if self.stepped:
+            self.core.step(list(self.gearbox.chunk))
+        self.gearbox.step(words)
+        self.out_valid = int(self.stepped and self.core.out_valid)
+        self.cycle += 1
+
+    def run(self, word_rows):
+        """As :meth:`Receiver.run`, over W-bit words per cycle."""
+        return Receiver.run(self, word_rows)
+
+
+def make_receiver(n_lanes: int, am_period: int, max_skew: int, ber_window: int,
+                  serdes_width: int = 66):
+    """The receiver model of a ``pcs-rx`` with these parameters."""
+    if serdes_width == 66:
+        return Receiver(n_lanes, am_period, max_skew, ber_window)
+    return GearboxReceiver(n_lanes, am_period, max_skew, ber_window, serdes_width)
 
 
 # -- receive --------------------------------------------------------------------------------
@@ -511,14 +634,16 @@ def random_rows(rng: np.random.Generator, n_rows: int, n_lanes: int,
 
 
 def _vectors_pcs(params: dict, seed: int, count: int) -> dict:
-    known = {"n_lanes", "am_period", "rows"}
+    known = {"n_lanes", "am_period", "rows", "serdes_width"}
     for key in params:
         if key not in known:
             raise ValueError(f"unknown parameter {key!r} (known: {', '.join(sorted(known))})")
     n_lanes = _int_param(params, "n_lanes", 4)
     am_period = _int_param(params, "am_period", 16)
     rows = _int_param(params, "rows", 40)
+    width = _int_param(params, "serdes_width", 66)
     check_params(n_lanes, am_period)
+    check_serdes_width(width)
     if rows < 1:
         raise ValueError(f"rows={rows} must be positive")
     rng = np.random.default_rng(seed)
@@ -531,11 +656,18 @@ def _vectors_pcs(params: dict, seed: int, count: int) -> dict:
             "lanes": [[f"{b:017x}" for b in tx.blocks(k)] for k in range(n_lanes)],
             "marker_rows": [int(i) for i in np.flatnonzero(tx.is_marker)],
         })
+        if width != 66:
+            vectors[-1]["serdes_words"] = [[f"{w:0{(width + 3) // 4}x}" for w in
+                                            serialize(tx.blocks(k), width)]
+                                           for k in range(n_lanes)]
     return {"params": {"n_lanes": n_lanes, "am_period": am_period, "rows": rows,
+                       "serdes_width": width,
                        "scrambler_init": f"{SCRAMBLER_INIT:x}",
                        "block_format": "66-bit hex, bit 0 first on the wire: bits 1:0 sync "
                                        "(2 data, 1 control), bits 65:2 payload",
-                       "first_row": "alignment markers (reset state)"},
+                       "first_row": "alignment markers (reset state)",
+                       "serdes_words": "only for serdes_width < 66: each lane's block "
+                                       "stream cut into W-bit words, bit 0 first"},
             "vectors": vectors}
 
 

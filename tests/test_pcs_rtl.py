@@ -10,7 +10,8 @@ from rtl.blocks import BlockError, get_block
 from rtl.pcs import BlockLock, PcsRx, PcsTx
 from sim import pcs
 from tb.common.lanes import LaneChannel
-from tb.pcs.harness import channel_inputs, compare_rx_amaranth, compare_tx_amaranth, tx_lane_rows
+from tb.pcs.harness import (channel_inputs, compare_rx_amaranth, compare_tx_amaranth,
+                            tx_lane_rows, word_rows)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -104,11 +105,13 @@ def test_hi_ber_flag():
     assert out[lock_at + 320 - 1][3] == 1 and out[lock_at + 320][3] == 0
 
 
-@pytest.mark.parametrize("n_lanes,am_period", [(1, 4), (3, 7), (4, 16)],
+@pytest.mark.parametrize("n_lanes,am_period,width", [(1, 4, 66), (3, 7, 66), (4, 16, 66),
+                                                    (1, 4, 32), (3, 7, 64), (4, 16, 32)],
                          ids=lambda v: str(v))
-def test_tx_matches_model(n_lanes, am_period):
-    rows = compare_tx_amaranth(PcsTx(n_lanes, am_period), np.random.default_rng(n_lanes), 120)
-    assert rows >= 119
+def test_tx_matches_model(n_lanes, am_period, width):
+    words = compare_tx_amaranth(PcsTx(n_lanes, am_period, width),
+                                np.random.default_rng(n_lanes), 120)
+    assert words >= 119
 
 
 RX_CASES = {
@@ -123,22 +126,44 @@ RX_CASES = {
 }
 
 
+RX_CASES.update({
+    "1lane-w32-slip": dict(n=1, P=16, S=2, width=32,
+                           events=lambda rng, n: {500: lambda c: c.slip(0, 5)}),
+    "3lanes-w64-skew-perm-slip": dict(n=3, P=16, S=3, width=64, skew=[0, 2, 1],
+                                      perm=[2, 0, 1],
+                                      events=lambda rng, n: {330: lambda c: c.slip(1, -40)}),
+    "2lanes-w32-errors-hold": dict(n=2, P=20, S=3, width=32, skew=[3, 0], perm=[1, 0],
+                                   events=lambda rng, n: {520: lambda c: c.set_ber(3e-3),
+                                                          640: lambda c: c.set_ber(0),
+                                                          700: lambda c: c.hold(1, 0),
+                                                          800: lambda c: c.hold(1, None)}),
+})
+
+
 @pytest.mark.parametrize("case", list(RX_CASES))
 def test_rx_matches_model_every_cycle(case):
     c = RX_CASES[case]
-    n, P, S = c["n"], c["P"], c["S"]
+    n, P, S, W = c["n"], c["P"], c["S"], c.get("width", 66)
     rng = np.random.default_rng(sum(map(ord, case)))
-    _, rows = tx_lane_rows(rng, n, P, 620)
-    ch = LaneChannel(n, 66, rng, slack=1)
+    words, rows = tx_lane_rows(rng, n, P, 620 if W == 66 else 1280 * W // 66)
+    rows = word_rows(rows, W)
+    ch = LaneChannel(n, W, rng, slack=1 if W == 66 else 3)
     for k, s in enumerate(c.get("skew", [])):
         ch.skew(k, s)
     if "perm" in c:
         ch.permute(c["perm"])
     inputs = channel_inputs(rng, rows, ch, c["events"](rng, n))
-    model = pcs.Receiver(n, P, S, 64)
-    trace = compare_rx_amaranth(PcsRx(n, P, S, 64), model, inputs)
+    model = pcs.make_receiver(n, P, S, 64, W)
+    trace = compare_rx_amaranth(PcsRx(n, P, S, 64, W), model, inputs)
     assert sum(t["valid"] for t in trace) > 100        # data flowed
     assert trace[-1]["link_up"] == 1                    # and came back after the faults
+    # the rows delivered after the last link-up are the sent words, in order
+    last_up = max(t for t, x in enumerate(trace) if not x["link_up"]) + 1
+    got = [w for x in trace[last_up:] if x["valid"] for w in x["words"]]
+    assert len(got) >= 20 * n
+    j = next(i for i, w in enumerate(got) if w[1] == 0)    # a data word (random, unique)
+    i0 = words.index(got[j]) - j
+    assert got == words[i0:i0 + len(got)], f"{case}: delivered words out of order"
 
 
 def test_blocks_registered_and_validated():
@@ -147,7 +172,13 @@ def test_blocks_registered_and_validated():
     with pytest.raises(BlockError, match="max_skew"):
         get_block("pcs-rx").build(n_lanes=2, am_period=8, max_skew=4)
     with pytest.raises(BlockError, match="serdes_width"):
-        get_block("pcs-tx").build(serdes_width=32)
+        get_block("pcs-tx").build(serdes_width=48)
+    with pytest.raises(BlockError, match="serdes_width"):
+        get_block("pcs-rx").build(serdes_width=40)
+    assert get_block("pcs-tx").build(serdes_width=32).serdes_width == 32
+    assert get_block("pcs-rx").build(n_lanes=2, serdes_width=64).serdes_width == 64
+    with pytest.raises(ValueError, match="serdes_width=65"):
+        PcsRx(2, 16, 2, 64, 65)
     with pytest.raises(ValueError, match="n_lanes=21"):
         PcsTx(21, 8)
 
@@ -185,3 +216,164 @@ def test_word_level_step_matches_shared_scrambler(descrambler):
     sim = Simulator(m)
     sim.add_testbench(bench)
     sim.run()
+
+
+# -- gearboxes (serdes_width 32/64) ---------------------------------------------------------
+def _rand66(rng):
+    return int.from_bytes(rng.bytes(9), "little") & ((1 << 66) - 1)
+
+
+@pytest.mark.parametrize("width", [32, 64])
+def test_tx_gearbox_matches_serialize(width):
+    """TxGearbox on random blocks: the take pattern is sim.pcs.tx_takes and the words are
+    sim.pcs.serialize of the blocks taken, word for word."""
+    from rtl.pcs import TxGearbox
+
+    n, cycles = 3, 300
+    dut = TxGearbox(n, width)
+    rng = np.random.default_rng([width, 1])
+    taken, got, takes = [[] for _ in range(n)], [], []
+
+    async def bench(ctx):
+        for _ in range(cycles):
+            blocks = [_rand66(rng) for _ in range(n)]
+            for k in range(n):
+                ctx.set(dut.i_blocks[k], blocks[k])
+            take = ctx.get(dut.o_take)
+            takes.append(take)
+            if take:
+                for k in range(n):
+                    taken[k].append(blocks[k])
+            await ctx.tick()
+            got.append([ctx.get(dut.o_lanes[k]) for k in range(n)])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert takes == list(pcs.tx_takes(width, cycles))
+    assert abs(sum(takes) - cycles * width / 66) <= 1
+    words = [pcs.serialize(taken[k], width) for k in range(n)]
+    assert len(words[0]) >= cycles
+    for t in range(cycles):
+        assert got[t] == [words[k][t] for k in range(n)], f"W={width} cycle {t}"
+
+
+@pytest.mark.parametrize("width", [32, 64])
+def test_rx_gearbox_chunks(width):
+    """RxGearbox on a random word stream: the i-th chunk is stream bits [66i, 66i + 66),
+    registered one cycle after its last bit arrived (sim.pcs.RxGearbox, cycle for cycle)."""
+    from rtl.pcs import RxGearbox
+
+    n, cycles = 2, 300
+    dut = RxGearbox(n, width)
+    model = pcs.RxGearbox(n, width)
+    rng = np.random.default_rng([width, 2])
+    stream = [0] * n
+    chunks = [[] for _ in range(n)]
+
+    async def bench(ctx):
+        for t in range(cycles):
+            words = [int.from_bytes(rng.bytes(8), "little") & ((1 << width) - 1)
+                     for _ in range(n)]
+            for k in range(n):
+                ctx.set(dut.i_lanes[k], words[k])
+                stream[k] |= words[k] << (t * width)
+            await ctx.tick()
+            model.step(words)
+            assert ctx.get(dut.o_valid) == model.valid
+            if model.valid:
+                for k in range(n):
+                    assert ctx.get(dut.o_chunks[k]) == model.chunk[k]
+                    chunks[k].append(model.chunk[k])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    for k in range(n):
+        assert len(chunks[k]) == cycles * width // 66
+        for i, c in enumerate(chunks[k]):
+            assert c == (stream[k] >> (66 * i)) & ((1 << 66) - 1), f"lane {k} chunk {i}"
+
+
+@pytest.mark.parametrize("width", [32, 64])
+def test_gearbox_block_lock_all_slips(width):
+    """RxGearbox + BlockLock (clock-enabled by the gearbox) on 66 lanes of valid blocks,
+    lane k starting k bits late: every lane locks at offset k and delivers its blocks in
+    order. Then lane k slips k more bits (1..65; lane 0 none): every slipped lane loses lock,
+    relocks at offset 2k mod 66 and delivers its blocks in order again."""
+    from amaranth.hdl import EnableInserter, Module, Signal
+
+    from rtl.pcs import RxGearbox
+
+    n = 66
+    rng = np.random.default_rng([width, 3])
+    n_blocks = 700
+    blocks = [[(2 if rng.random() < 0.7 else 1) | (_rand66(rng) >> 2) << 2
+               for _ in range(n_blocks)] for _ in range(n)]
+    slip_at = 330     # block index before which lane k gets k more bits
+    streams = []
+    for k in range(n):
+        s, pos = 0, k                       # k leading random bits
+        s |= int(rng.integers(0, 1 << 62)) & ((1 << k) - 1)
+        for i, b in enumerate(blocks[k]):
+            if i == slip_at:
+                s |= (int.from_bytes(rng.bytes(9), "little") & ((1 << k) - 1)) << pos
+                pos += k
+            s |= b << pos
+            pos += 66
+        streams.append(s)
+    cycles = n_blocks * 66 // width - 4
+    m = Module()
+    gb = m.submodules.gb = RxGearbox(n, width)
+    locks = []
+    for k in range(n):
+        bl = EnableInserter(gb.o_valid)(BlockLock(10_000))
+        m.submodules[f"lock{k}"] = bl
+        m.d.comb += bl.i_chunk.eq(gb.o_chunks[k])
+        locks.append(bl)
+    stepped = Signal()
+    m.d.sync += stepped.eq(gb.o_valid)
+    seen = [[[], []] for _ in range(n)]     # per lane, per phase: (offset, block) while ok
+    lock_trace = [[] for _ in range(n)]
+    mask = (1 << width) - 1
+
+    async def bench(ctx):
+        for t in range(cycles):
+            for k in range(n):
+                ctx.set(gb.i_lanes[k], (streams[k] >> (t * width)) & mask)
+            await ctx.tick()
+            if not ctx.get(stepped):
+                continue
+            for k in range(n):
+                lk = ctx.get(locks[k].o_lock)
+                lock_trace[k].append(lk)
+                if ctx.get(locks[k].o_ok) and lk:    # (not the block that lost lock)
+                    phase = 0 if t * width < (slip_at - 20) * 66 else 1
+                    seen[k][phase].append((ctx.get(locks[k].o_offset),
+                                           ctx.get(locks[k].o_block)))
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+    def in_order(k, pairs, offset):
+        assert pairs, f"W={width} lane {k}: never locked"
+        # the last lock episode: the offset and an in-order run of the lane's blocks
+        assert pairs[-1][0] == offset, f"W={width} lane {k}: offset {pairs[-1][0]} != {offset}"
+        run = [b for o, b in pairs if o == offset]
+        i0 = blocks[k].index(run[-1]) - len(run) + 1
+        assert run == blocks[k][i0:i0 + len(run)], f"W={width} lane {k}: blocks out of order"
+
+    for k in range(n):
+        in_order(k, seen[k][0], k)
+        in_order(k, seen[k][1], (2 * k) % 66)
+        tr = np.array(lock_trace[k])
+        mid = slip_at - 25
+        if k:
+            assert (tr[mid:] == 0).any(), f"W={width} lane {k}: slip of {k} bits kept lock"
+        else:
+            assert (tr[250:] == 1).all()    # lane 0 hunts through all 66 offsets first
+        assert tr[-1] == 1

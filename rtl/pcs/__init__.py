@@ -4,30 +4,37 @@
 - :class:`~rtl.pcs.rx.PcsRx` (block ``pcs-rx``): block lock, marker lock, reorder, deskew,
   descramble, decode, per-lane status.
 - :class:`~rtl.pcs.lock.BlockLock`: per-lane bit alignment and the cl. 49 lock FSM.
+- :class:`~rtl.pcs.gearbox.TxGearbox`, :class:`~rtl.pcs.gearbox.RxGearbox`: 66-bit blocks
+  to/from 32- or 64-bit SerDes words (``serdes_width``).
 
 The golden model is :mod:`sim.pcs`; the formats and state machines are in ``docs/pcs.md``.
 """
 
 from rtl.blocks import Block, Param
 
+from sim.pcs import SERDES_WIDTHS
+
+from .gearbox import RxGearbox, TxGearbox
 from .lock import BlockLock
 from .rx import PcsRx
 from .tx import PcsTx
 
-__all__ = ["PcsTx", "PcsRx", "BlockLock", "BLOCKS"]
+__all__ = ["PcsTx", "PcsRx", "BlockLock", "TxGearbox", "RxGearbox", "BLOCKS"]
 
 # The classes take 1..20 lanes (Table 82-2 has 20 marker values); the registry offers
 # 1..8 so that the lint and generate sweeps stay quick (20 lanes take ~10 s to generate).
 _N_LANES = Param("n_lanes", int, 4, "PCS lanes", choices=tuple(range(1, 9)))
 _AM_PERIOD = Param("am_period", int, 16384, "rows per alignment-marker period (802.3: 16384)")
+_SERDES = Param("serdes_width", int, 66, "bits per lane per cycle (66: one block; 32/64: "
+                "gearbox)", choices=SERDES_WIDTHS)
 
 BLOCKS = [
     Block("pcs-tx", PcsTx, doc="64b/66b multi-lane PCS transmitter with alignment markers",
-          params=[_N_LANES, _AM_PERIOD,
-                  Param("serdes_width", int, 66, "bits per lane per cycle", choices=(66,))]),
+          params=[_N_LANES, _AM_PERIOD, _SERDES]),
     Block("pcs-rx", PcsRx, doc="64b/66b multi-lane PCS receiver: lock, deskew, reorder",
           params=[_N_LANES, _AM_PERIOD,
                   Param("max_skew", int, 8, "lane skew absorbed, in blocks"),
                   Param("ber_window", int, 19531,
-                        "BER monitor window in blocks (125 us at 10.3125 GBd)")]),
+                        "BER monitor window in blocks (125 us at 10.3125 GBd)"),
+                  _SERDES]),
 ]

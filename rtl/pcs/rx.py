@@ -3,14 +3,15 @@ decode (IEEE 802.3 cl. 49 and 82)."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from sim.pcs import (AM_BAD_LIMIT, KNOWN_TYPES, SYNC_CTRL, SYNC_DATA, WORD, BlockType,
-                     check_params)
+                     check_params, check_serdes_width)
 
 from .common import ID_BITS, bip8, descramble64, eq, marker_id
+from .gearbox import RxGearbox
 from .lock import BlockLock
 
 __all__ = ["PcsRx"]
@@ -46,11 +47,17 @@ class PcsRx(wiring.Component):
         A sub-block bit offset of a lane may add one cycle to the block skew.
     ber_window : int
         BER monitor window in blocks (see :class:`BlockLock`).
+    serdes_width : int
+        Bits per lane per cycle on ``i_lanes``: 66, or 32/64 through a
+        :class:`~rtl.pcs.gearbox.RxGearbox` whose unaligned 66-bit chunks feed the 66-bit
+        receiver (block lock's bit slip, marker lock, deskew, ...) as a clock enable: every
+        count in blocks (``max_skew``, ``ber_window``, ``am_period``) stays in blocks.
+        Bit-exact and cycle-exact with :class:`sim.pcs.GearboxReceiver`.
 
     Members
     -------
-    i_lanes : In(66).array(n_lanes)
-        Raw, unaligned 66 bits per lane per cycle, bit 0 first on the wire.
+    i_lanes : In(serdes_width).array(n_lanes)
+        Raw, unaligned W bits per lane per cycle, bit 0 first on the wire.
     o_data : Out(Signature(payload=ArrayLayout(WORD, n_lanes), valid=1))
         An always-ready stream (no ``ready``: the line cannot be stalled). Rows of ``n_lanes`` words in stream order. A block with a bad sync header or an
         unknown control type is delivered as an ERROR control word and counted.
@@ -77,17 +84,24 @@ class PcsRx(wiring.Component):
     second marker (up to ``2*am_period`` blocks), then alignment at the next marker and one
     priming row. Reset: all lanes hunting, link down; recovery from a slip or a lost lane
     needs no reset (the lane relocks, the link realigns).
+
+    With a gearbox (W = 32/64) the receiver above runs in the cycles after the gearbox
+    loaded a chunk (W/66 of the cycles; the gearbox adds one register), and ``o_data.valid``
+    is high only in the cycle right after such an edge, so each row is delivered once.
+    Counts in blocks become ``66/W`` times as many cycles.
     """
 
     def __init__(self, n_lanes: int = 4, am_period: int = 16384, max_skew: int = 8,
-                 ber_window: int = 19531):
+                 ber_window: int = 19531, serdes_width: int = 66):
         check_params(n_lanes, am_period, max_skew, ber_window)
+        check_serdes_width(serdes_width)
+        self.serdes_width = serdes_width
         self.n_lanes = n_lanes
         self.am_period = am_period
         self.max_skew = max_skew
         self.ber_window = ber_window
         super().__init__({
-            "i_lanes": In(66).array(n_lanes),
+            "i_lanes": In(serdes_width).array(n_lanes),
             # an always-ready stream (a line cannot be stalled), spelled out because a
             # Const ready cannot be a top-level port
             "o_data": Out(wiring.Signature({
@@ -105,6 +119,8 @@ class PcsRx(wiring.Component):
         })
 
     def elaborate(self, platform):
+        if self.serdes_width != 66:
+            return self._elaborate_gearbox()
         m = Module()
         n, P, S = self.n_lanes, self.am_period, self.max_skew
         am_state, am_lock, am_cnt, am_id, bufs, marker_now = [], [], [], [], [], []
@@ -261,4 +277,30 @@ class PcsRx(wiring.Component):
                     m.d.sync += [self.o_data.payload[j].data.eq(words[j][0]),
                                  self.o_data.payload[j].ctrl.eq(words[j][1])]
                 m.d.sync += self.o_decode_errors.eq(dec_sum)
+        return m
+
+    def _elaborate_gearbox(self):
+        """W < 66: gearbox, then the 66-bit receiver clocked by the gearbox's chunk strobe."""
+        m = Module()
+        n = self.n_lanes
+        gb = m.submodules.gearbox = RxGearbox(n, self.serdes_width)
+        core = PcsRx(n, self.am_period, self.max_skew, self.ber_window)
+        m.submodules.core = EnableInserter(gb.o_valid)(core)
+        stepped = Signal()    # the core's registers changed at the last edge
+        m.d.sync += stepped.eq(gb.o_valid)
+        for p in range(n):
+            m.d.comb += [gb.i_lanes[p].eq(self.i_lanes[p]), core.i_lanes[p].eq(gb.o_chunks[p]),
+                         self.o_lane_id[p].eq(core.o_lane_id[p]),
+                         self.o_bip_errors[p].eq(core.o_bip_errors[p]),
+                         self.o_slips[p].eq(core.o_slips[p])]
+        m.d.comb += [
+            self.o_data.payload.eq(core.o_data.payload),
+            self.o_data.valid.eq(core.o_data.valid & stepped),
+            self.o_link_up.eq(core.o_link_up),
+            self.o_block_lock.eq(core.o_block_lock),
+            self.o_am_lock.eq(core.o_am_lock),
+            self.o_hi_ber.eq(core.o_hi_ber),
+            self.o_decode_errors.eq(core.o_decode_errors),
+            self.o_align_failures.eq(core.o_align_failures),
+        ]
         return m

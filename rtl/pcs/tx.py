@@ -7,9 +7,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from sim.pcs import (BlockType, SCRAMBLER_INIT, SYNC_CTRL, SYNC_DATA, WORD, check_params,
-                     control_word, marker_payload)
+                     check_serdes_width, control_word, marker_payload)
 
 from .common import bip8, eq, scramble64
+from .gearbox import TxGearbox
 
 __all__ = ["PcsTx"]
 
@@ -34,35 +35,41 @@ class PcsTx(wiring.Component):
         Rows per marker period: one marker row then ``am_period - 1`` data rows
         (16384 in 802.3 cl. 82).
     serdes_width : int
-        Bits per lane per cycle on ``o_lanes``; only 66 (one block) is built so far.
+        Bits per lane per cycle on ``o_lanes``: 66 (one block per lane per cycle) or 32/64
+        through a :class:`~rtl.pcs.gearbox.TxGearbox` per lane (each W-bit word is the next
+        W bits of the lane's block stream, :func:`sim.pcs.serialize`).
 
     Members
     -------
     i_data : In(stream.Signature(ArrayLayout(WORD, n_lanes)))
         Client words: ``data`` (64 bits, bit 0 first on the wire) and ``ctrl``. A control
         word carries a :class:`sim.pcs.BlockType` in its low octet.
-    o_lanes : Out(66).array(n_lanes)
-        One block per lane per cycle, bit 0 first on the wire.
+    o_lanes : Out(serdes_width).array(n_lanes)
+        One W-bit word per lane per cycle, bit 0 first on the wire (W = 66: one block).
 
     Timing
     ------
-    A beat accepted at cycle ``t`` appears on ``o_lanes`` at cycle ``t + 1`` (latency 1).
-    ``i_data.ready`` is high except in marker rows (one cycle in ``am_period``); when the
-    client offers nothing, a row of IDLE blocks is sent. Throughput: ``n_lanes`` words per
-    cycle, efficiency ``64/66 * (1 - 1/am_period)`` of the line. Reset: row counter 0 (the
-    first row after reset is a marker row with BIP3 = 0), scrambler state all ones.
+    A beat accepted at cycle ``t`` appears on ``o_lanes`` at cycle ``t + 1`` (latency 1;
+    with a gearbox its first bit is there, at the gearbox's fill position, and its last bit
+    by ``t + 2``). Row cycles are the cycles where the gearbox takes a block
+    (:func:`sim.pcs.tx_takes`: every cycle for W = 66, else W/66 of them); ``i_data.ready``
+    is high in row cycles except marker rows (one row in ``am_period``), and low in the
+    cycles where the gearbox has no room, so no word is ever lost. When the client offers
+    nothing in a row cycle, a row of IDLE blocks is sent. Throughput: ``n_lanes * W/66``
+    words per cycle, efficiency ``64/66 * (1 - 1/am_period)`` of the line bits for every W.
+    Reset: row counter 0 (the first row after reset is a marker row with BIP3 = 0),
+    scrambler state all ones, gearbox empty.
     """
 
     def __init__(self, n_lanes: int = 4, am_period: int = 16384, serdes_width: int = 66):
         check_params(n_lanes, am_period)
-        if serdes_width != 66:
-            raise ValueError(f"serdes_width={serdes_width!r}: only 66 is built (no gearbox yet)")
+        check_serdes_width(serdes_width)
         self.n_lanes = n_lanes
         self.am_period = am_period
         self.serdes_width = serdes_width
         super().__init__({
             "i_data": In(stream.Signature(data.ArrayLayout(WORD.layout(), n_lanes))),
-            "o_lanes": Out(66).array(n_lanes),
+            "o_lanes": Out(serdes_width).array(n_lanes),
         })
 
     def elaborate(self, platform):
@@ -73,12 +80,17 @@ class PcsTx(wiring.Component):
         bips = [Signal(8, name=f"bip{k}") for k in range(n)]
         is_marker = Signal()
         take = Signal()
+        gearbox = m.submodules.gearbox = TxGearbox(n, self.serdes_width)
+        advance = gearbox.o_take      # a row cycle: the gearbox takes a row of blocks
         m.d.comb += [
             is_marker.eq(eq(row, 0)),
-            self.i_data.ready.eq(~is_marker),
-            take.eq(self.i_data.valid & ~is_marker),
+            self.i_data.ready.eq(advance & ~is_marker),
+            take.eq(self.i_data.valid & advance & ~is_marker),
         ]
-        m.d.sync += row.eq(Mux(row == P - 1, 0, row + 1))
+        for k in range(n):
+            m.d.comb += self.o_lanes[k].eq(gearbox.o_lanes[k])
+        with m.If(advance):
+            m.d.sync += row.eq(Mux(row == P - 1, 0, row + 1))
         idle = control_word(BlockType.IDLE)
         words, syncs = [], []
         for k in range(n):
@@ -110,10 +122,14 @@ class PcsTx(wiring.Component):
                          Const(base & 0xFFFFFF, 24), bips[k],
                          Const((base >> 32) & 0xFFFFFF, 24), ~bips[k])
             with m.If(is_marker):
-                m.d.sync += [self.o_lanes[k].eq(marker), bips[k].eq(marker_bip)]
+                m.d.comb += gearbox.i_blocks[k].eq(marker)
+                with m.If(advance):
+                    m.d.sync += bips[k].eq(marker_bip)
             with m.Else():
-                m.d.sync += [self.o_lanes[k].eq(block), bips[k].eq(bips[k] ^ bip8(block))]
-        with m.If(~is_marker):
+                m.d.comb += gearbox.i_blocks[k].eq(block)
+                with m.If(advance):
+                    m.d.sync += bips[k].eq(bips[k] ^ bip8(block))
+        with m.If(~is_marker & advance):
             m.d.sync += state.eq(next_state)
         return m
 

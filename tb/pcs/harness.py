@@ -11,7 +11,8 @@ import numpy as np
 from sim import pcs
 from tb.common.lanes import LaneChannel
 
-__all__ = ["tx_lane_rows", "rx_status", "compare_rx_amaranth", "channel_inputs", "compare_tx_amaranth"]
+__all__ = ["tx_lane_rows", "rx_status", "compare_rx_amaranth", "channel_inputs",
+           "compare_tx_amaranth", "word_rows"]
 
 
 def tx_lane_rows(rng: np.random.Generator, n_lanes: int, am_period: int, n_rows: int,
@@ -34,6 +35,15 @@ def tx_lane_rows(rng: np.random.Generator, n_lanes: int, am_period: int, n_rows:
     rows = [[blocks[k][r] for k in range(n_lanes)] for r in range(len(blocks[0]))]
     words = [(int(x), int(y)) for x, y in zip(d.reshape(-1), c.reshape(-1))]
     return words, rows
+
+
+def word_rows(rows, serdes_width: int):
+    """Per-cycle block rows (``rows[t][lane]``) as per-cycle rows of W-bit words, each lane
+    serialized on its own (:func:`sim.pcs.serialize`); ``rows`` itself for W = 66."""
+    if serdes_width == 66:
+        return [list(r) for r in rows]
+    lanes = [pcs.serialize([r[k] for r in rows], serdes_width) for k in range(len(rows[0]))]
+    return [list(w) for w in zip(*lanes)]
 
 
 def rx_status(model: pcs.Receiver) -> dict:
@@ -110,11 +120,14 @@ def channel_inputs(rng, rows, channel: LaneChannel, events=None):
 def compare_tx_amaranth(dut, rng: np.random.Generator, n_cycles: int, p_valid: float = 0.8):
     """Drive ``dut`` (a ``PcsTx``) with random beats (valid with probability ``p_valid``),
     record the rows it accepted (or IDLE rows it had to send), and assert ``o_lanes`` equals
-    :func:`sim.pcs.transmit` of those rows, block for block. Returns the number of rows."""
+    :func:`sim.pcs.transmit` of those rows, block for block (W = 66) or word for word of
+    :func:`sim.pcs.serialize` (W = 32/64), and that ``i_data.ready`` is only high in the
+    gearbox's row cycles (:func:`sim.pcs.tx_takes`). Returns the number of output words
+    compared per lane."""
     from amaranth.sim import Simulator
 
-    n, P = dut.n_lanes, dut.am_period
-    sent_d, sent_c, got = [], [], []
+    n, P, W = dut.n_lanes, dut.am_period, dut.serdes_width
+    sent_d, sent_c, got, readys = [], [], [], []
     idle_d, idle_c = pcs.idle_row(n)
 
     async def bench(ctx):
@@ -126,6 +139,7 @@ def compare_tx_amaranth(dut, rng: np.random.Generator, n_cycles: int, p_valid: f
                 ctx.set(dut.i_data.payload[k].data, int(data[k]))
                 ctx.set(dut.i_data.payload[k].ctrl, int(ctrl[k]))
             ready = ctx.get(dut.i_data.ready)
+            readys.append(ready)
             if ready:
                 if valid:
                     sent_d.extend(int(x) for x in data)
@@ -142,13 +156,18 @@ def compare_tx_amaranth(dut, rng: np.random.Generator, n_cycles: int, p_valid: f
     sim.run()
     tx = pcs.transmit(sent_d, sent_c, n, P)
     blocks = [tx.blocks(k) for k in range(n)]
-    # the model stops after the last data row; the RTL may have sent one more marker row
-    assert 0 <= len(got) - len(blocks[0]) <= 1, (len(blocks[0]), len(got))
-    if len(got) > len(blocks[0]):
+    takes = pcs.tx_takes(W, n_cycles)
+    assert not any(r and not t for r, t in zip(readys, takes)), "ready outside a row cycle"
+    # every row cycle sent a row: the model's rows (markers included) are the take cycles,
+    # except a marker row the RTL may have sent after the last data row
+    assert 0 <= int(takes.sum()) - len(blocks[0]) <= 1, (int(takes.sum()), len(blocks[0]))
+    if W == 66 and len(got) > len(blocks[0]):
         assert all(pcs.marker_id(b) == k for k, b in enumerate(got[-1]))
-        got = got[:-1]
+    words = [pcs.serialize(blocks[k], W) for k in range(n)]
+    got = got[:len(words[0])]
+    assert len(got) >= len(words[0]) - 1
     for r, row in enumerate(got):
         for k in range(n):
-            assert row[k] == blocks[k][r], \
-                f"row {r} lane {k}: rtl {row[k]:017x} model {blocks[k][r]:017x}"
+            assert row[k] == words[k][r], \
+                f"W={W} word {r} lane {k}: rtl {row[k]:017x} model {words[k][r]:017x}"
     return len(got)
