@@ -137,3 +137,11 @@ class Chiplet(wiring.Component):
             s.rx_flits.eq(dlrx.o_rx_flits), s.replay_pos.eq(dltx.o_replay_pos),
         ]
         return m
+
+
+#: Edge set the lint (``python -m sim.lint chiplet``; sim.lint reads it from the factory's
+#: module) checks besides the derived ones: the smallest timeouts, where a comparison
+#: against ``timeout - 1`` must not become constant (Verilator UNSIGNED, docs/lint.md).
+LINT_PARAMS = {
+    "chiplet": [{"replay_timeout": 1, "close_timeout": 1}],
+}
