@@ -1,15 +1,27 @@
-"""``fusionfabric demo``: the main job.
+"""``fusionfabric demo``: the fabric's main job (issue 7, docs/demo.md).
 
-Generates the Verilog of every registered block, runs every block's cocotb regression on
-one simulator, and prints a summary table (block, Verilog size, cocotb runs, passed,
-seeds). Exit status is non-zero if any regression fails.
+Runs the workloads of :mod:`sim.workloads` on the 8-endpoint fabric in RTL simulation
+(``tb/fabric``, Verilator by default): a bf16 all-reduce through the switch's reduction
+units and the same one as a ring, both bit-exact against numpy in their documented
+orders, and a skewed MoE all-to-all; once on clean lanes and once with bit errors on every
+lane plus a slip on one lane mid-run. Prints a table (bytes moved, cycles, goodput per
+port, reduction speedup over the ring, replays, relocks, bit-exact, seed), writes
+``demo.json`` and plots under ``--out``. Exit status 1 if any run is not bit-exact.
+
+``--engine ideal`` plays the same workloads on :class:`sim.workloads.IdealNetwork`
+(pure Python, loss-free links of one slot per cycle), for a quick look without RTL.
+
+The results file the fabric testbench writes (``test_args["result_file"]``) is JSON with
+at least ``cycles`` (int), ``bit_exact`` (bool), ``error`` (str or null), ``stats``
+(:meth:`sim.workloads.Workload.stats` of the run), ``replays`` and ``relocks`` (ints,
+summed over every link); optional: ``crc_errors``, ``flips``, ``slips`` (ints),
+``tx_bytes``/``rx_bytes`` per port (otherwise ``stats``'s are used). docs/demo.md.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
+import math
 import sys
 import time
 from pathlib import Path
@@ -17,92 +29,358 @@ from pathlib import Path
 from sim.cli import CliError
 
 NAME = "demo"
-HELP = "generate every block's Verilog, run the cocotb regressions, print a summary"
+HELP = ("the fabric demo: in-network vs ring bf16 all-reduce and an MoE all-to-all on the "
+        "RTL fabric, bit-exact, with and without lane faults")
 
 ROOT = Path(__file__).resolve().parents[2]
+SIMS = ("verilator", "icarus", "amaranth")
+ENGINES = ("rtl", "ideal")
+#: The fabric block and its cocotb module (tb/fabric), the test that plays one workload.
+BLOCK = "fabric"
+TB_MODULE = "tb.fabric.test_fabric"
+TB_TESTCASE = "test_workload"
+#: Amaranth-simulator runner of the same testbench: ``fn(params, test_args, seed, waves)``
+#: returns the results dict (or writes ``test_args["result_file"]``).
+AMARANTH_RUNNER = ("tb.fabric.amaranth_fabric", "run_workload")
+SLOT_BYTES = 16
+
+# display name, workload name in sim.workloads
+WORKLOAD_ORDER = ("allreduce-switch", "allreduce-ring", "moe-alltoall")
 
 
 def add_arguments(p):
-    p.add_argument("--sim", default="icarus",
-                   help="icarus (default: every block has Icarus regressions) or verilator")
-    p.add_argument("--jobs", default="auto", help="pytest-xdist workers (default auto)")
-    p.add_argument("--out", default="build/verilog", help="where to write the Verilog")
-    p.add_argument("--no-regress", action="store_true", help="only generate the Verilog")
+    p.add_argument("--sim", default="verilator",
+                   help="RTL simulator: verilator (default), icarus or amaranth")
+    p.add_argument("--engine", default="rtl",
+                   help="rtl (the fabric in simulation, default) or ideal (sim.workloads."
+                        "IdealNetwork: pure Python, no faults, seconds)")
+    p.add_argument("--endpoints", default="8", help="endpoints = switch ports (default 8)")
+    p.add_argument("--elems", default="4096",
+                   help="bf16 gradients per endpoint for the all-reduces: a multiple of "
+                        "32 x endpoints (default 4096 = 8 KiB)")
+    p.add_argument("--tokens", default="64", help="MoE tokens per endpoint (default 64)")
+    p.add_argument("--d-model", default="128",
+                   help="MoE token width in bf16, a multiple of 32 (default 128 = 256 B)")
+    p.add_argument("--skew", default="1.2",
+                   help="MoE expert popularity exponent, 0 = uniform (default 1.2)")
+    p.add_argument("--top-k", default="2", help="MoE experts per token (default 2)")
+    p.add_argument("--workloads", default=",".join(WORKLOAD_ORDER),
+                   help=f"comma list of {', '.join(WORKLOAD_ORDER)} (default all)")
+    p.add_argument("--seed", default="1", help="seed of data, routing and faults (default 1)")
+    f = p.add_mutually_exclusive_group()
+    f.add_argument("--faults", dest="faults", action="store_const", const="only",
+                   help="only the runs with injected lane faults")
+    f.add_argument("--no-faults", dest="faults", action="store_const", const="none",
+                   help="only the clean runs")
+    p.set_defaults(faults="both")
+    p.add_argument("--ber", default="1e-5",
+                   help="bit-error rate on every lane in the fault runs (default 1e-5)")
+    p.add_argument("--slip", default="1",
+                   help="lane slipped by one bit mid-run in the fault runs (lane index of "
+                        "rtl.fabric.lane_index; -1: none; default 1)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="fabric parameter (n_chunks, am_period, rx_credits, ...)")
+    p.add_argument("--waves", action="store_true", help="write FST traces (RTL runs)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--out", default="build/demo",
+                   help="directory for demo.json, plots and results (default build/demo)")
 
 
-def _generate(out: Path) -> list[dict]:
-    from rtl.blocks import all_blocks
-    from rtl.export import port_map, to_verilog
-
-    rows = []
-    out.mkdir(parents=True, exist_ok=True)
-    for block in all_blocks().values():
-        t0 = time.perf_counter()
-        top = block.name.replace("-", "_")
-        component = block.build()
-        text = to_verilog(component, top)
-        ports = port_map(component, top)
-        ports.update(block=block.name, params=block.defaults)
-        (out / f"{top}.v").write_text(text)
-        (out / f"{top}.ports.json").write_text(json.dumps(ports, indent=2) + "\n")
-        rows.append({"block": block.name, "lines": text.count("\n"),
-                     "ports": len(ports["ports"]), "seconds": time.perf_counter() - t0})
-    return rows
+# -- argument checking -------------------------------------------------------------------------
+def _num(text, name, kind, lo, hi):
+    try:
+        v = kind(text)
+    except (TypeError, ValueError):
+        raise CliError(f"--{name} {text!r} is not a valid "
+                       f"{'integer' if kind is int else 'number'}") from None
+    if isinstance(v, float) and not math.isfinite(v) or not lo <= v <= hi:
+        raise CliError(f"--{name} {text!r} must be in {lo} .. {hi}")
+    return v
 
 
-def _collect(start: float, sim: str) -> dict[str, dict]:
-    per_block: dict[str, dict] = {}
-    for f in (ROOT / "build").glob(f"rtl/*/{sim}*/runs/*/summary.json"):
-        if f.stat().st_mtime < start:
-            continue
-        s = json.loads(f.read_text())
-        if s.get("planted_fault"):
-            continue  # a checker's own test, meant to fail
-        row = per_block.setdefault(s["block"], {"runs": 0, "tests": 0, "passed": 0,
-                                                "seeds": []})
-        row["runs"] += 1
-        row["tests"] += len(s["tests"])
-        row["passed"] += sum(1 for t in s["tests"] if t["status"] == "passed")
-        row["seeds"].append(s["seed"])
-    return per_block
+def _fabric_params(args, n: int) -> dict:
+    """The fabric block's parameters (``--set`` on top of the defaults), if the block
+    exists; the ideal engine only needs ``n_chunks``."""
+    from rtl.blocks import BlockError, get_block, parse_sets
+
+    try:
+        block = get_block(BLOCK)
+    except (BlockError, KeyError):
+        if args.engine == "rtl":
+            raise CliError(f"the RTL fabric (block {BLOCK!r}) is not available; "
+                           f"use --engine ideal") from None
+        params = {"n_chunks": 16}
+        for item in args.set:
+            key, sep, text = item.partition("=")
+            if key != "n_chunks" or not sep:
+                raise CliError(f"--set {item!r}: only n_chunks=N applies to --engine ideal")
+            params["n_chunks"] = _num(text, "set n_chunks", int, 1, 64)
+        return params
+    sets = parse_sets(block, args.set)
+    if "n_endpoints" in sets:
+        raise CliError("use --endpoints, not --set n_endpoints")
+    return block.resolve({**sets, "n_endpoints": n})
+
+
+def _workload_params(args, n: int, n_chunks: int) -> dict[str, dict]:
+    elems = _num(args.elems, "elems", int, 32, 1 << 19)
+    if elems % (32 * n):
+        raise CliError(f"--elems {elems} must be a multiple of 32 x endpoints = {32 * n} "
+                       f"(the ring cuts it into {n} segments of 64-byte messages)")
+    tokens = _num(args.tokens, "tokens", int, 1, 1 << 16)
+    d_model = _num(args.d_model, "d-model", int, 32, 4096)
+    if d_model % 32:
+        raise CliError(f"--d-model {d_model} must be a multiple of 32 (64-byte messages)")
+    skew = _num(args.skew, "skew", float, 0.0, 10.0)
+    top_k = _num(args.top_k, "top-k", int, 1, min(n, 15))
+    return {"allreduce-switch": {"n_elems": elems, "n_chunks": n_chunks},
+            "allreduce-ring": {"n_elems": elems},
+            "moe-alltoall": {"tokens_per_endpoint": tokens, "d_model": d_model,
+                             "skew": skew, "top_k": top_k}}
+
+
+# -- running ---------------------------------------------------------------------------------------
+def _run_ideal(name, n, seed, wparams, n_chunks) -> dict:
+    from sim.workloads import IdealNetwork, make_workload
+
+    w = make_workload(name, n, seed, **wparams)
+    t0 = time.perf_counter()
+    res = IdealNetwork(n, seed, n_chunks=n_chunks).run(w)
+    error = None
+    try:
+        w.check()
+    except AssertionError as exc:
+        error = str(exc)
+    return {"cycles": res["cycles"], "bit_exact": error is None, "error": error,
+            "stats": w.stats(), "replays": 0, "relocks": 0,
+            "wall_s": time.perf_counter() - t0}
+
+
+def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
+    tag = f"{name}-{'faults' if faults else 'clean'}-n{n}-s{seed}"
+    result_file = (out / "runs" / f"{tag}.json").resolve()
+    result_file.parent.mkdir(parents=True, exist_ok=True)
+    if result_file.exists():
+        result_file.unlink()
+    test_args = {"workload": name, "seed": seed, "params": wparams,
+                 "faults": faults, "result_file": str(result_file)}
+    t0 = time.perf_counter()
+    failure = None
+    if args.sim == "amaranth":
+        import importlib
+        try:
+            mod = importlib.import_module(AMARANTH_RUNNER[0])
+            fn = getattr(mod, AMARANTH_RUNNER[1])
+        except (ImportError, AttributeError):
+            raise CliError(f"--sim amaranth needs {AMARANTH_RUNNER[0]}.{AMARANTH_RUNNER[1]}, "
+                           f"which is not available; use --sim verilator or icarus") from None
+        try:
+            res = fn(params, test_args, seed, args.waves)
+        except AssertionError as exc:
+            res, failure = None, str(exc)
+        if res is not None and not result_file.exists():
+            result_file.write_text(json.dumps(res, default=str))
+    else:
+        from tb.common import runner
+        try:
+            r = runner.run(BLOCK, TB_MODULE, params, sim=args.sim, seed=seed,
+                           testcase=TB_TESTCASE, test_args=test_args, waves=args.waves,
+                           name=f"demo-{tag}")
+            if args.waves:
+                print(f"  waves: {r.test_dir}", file=sys.stderr)
+        except runner.CocotbFailure as exc:
+            failure = str(exc)
+    if not result_file.exists():
+        return {"cycles": None, "bit_exact": False, "stats": None, "replays": None,
+                "relocks": None, "wall_s": time.perf_counter() - t0,
+                "error": failure or f"the testbench wrote no {result_file}"}
+    res = json.loads(result_file.read_text())
+    res.setdefault("error", None)
+    if failure and res.get("bit_exact"):
+        res["bit_exact"] = False        # the run failed for another reason
+        res["error"] = failure
+    elif failure and not res["error"]:
+        res["error"] = failure
+    res["wall_s"] = time.perf_counter() - t0
+    return res
+
+
+def _goodput(res: dict, n: int) -> dict:
+    """Payload goodput per port as a fraction of one slot (16 B) per cycle and direction."""
+    cycles = res.get("cycles")
+    stats = res.get("stats") or {}
+    tx = res.get("tx_bytes") or stats.get("tx_bytes")
+    rx = res.get("rx_bytes") or stats.get("rx_bytes")
+    if not cycles or tx is None or rx is None:
+        return {"tx": None, "rx": None}
+    return {"tx": [b / (cycles * SLOT_BYTES) for b in tx],
+            "rx": [b / (cycles * SLOT_BYTES) for b in rx]}
 
 
 def run(args):
-    if args.sim not in ("icarus", "verilator"):
-        raise CliError(f"--sim {args.sim!r} is not icarus or verilator")
-    t0 = time.time()
-    rows = _generate(ROOT / args.out if not Path(args.out).is_absolute() else Path(args.out))
-    print(f"generated Verilog for {len(rows)} blocks in {args.out}/")
-    status = 0
-    per_block: dict[str, dict] = {}
-    if not args.no_regress:
-        start = time.time()
-        cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cocotb and not soak", "-k",
-               args.sim, "-n", str(args.jobs), "-p", "no:cacheprovider", str(ROOT / "tests")]
-        print("running:", " ".join(cmd[2:]), flush=True)
-        env = dict(os.environ, SIM=args.sim)
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        tail = [l for l in proc.stdout.splitlines() if l.strip()][-1:] or ["(no output)"]
-        print("pytest:", tail[0])
-        if proc.returncode != 0:
-            status = 1
-            sys.stdout.write("\n".join(l for l in proc.stdout.splitlines()
-                                       if l.startswith(("FAILED", "ERROR"))) + "\n")
-        per_block = _collect(start, args.sim)
-    print()
-    print(f"{'block':<14} {'verilog lines':>13} {'ports':>5}   {'cocotb runs':>11} "
-          f"{'tests':>5} {'passed':>6}  seeds ({args.sim})")
-    names = [r["block"] for r in rows] + sorted(set(per_block) - {r["block"] for r in rows})
-    by_name = {r["block"]: r for r in rows}
+    if args.engine not in ENGINES:
+        raise CliError(f"--engine {args.engine!r} is not one of {', '.join(ENGINES)}")
+    if args.sim not in SIMS:
+        raise CliError(f"--sim {args.sim!r} is not one of {', '.join(SIMS)}")
+    n = _num(args.endpoints, "endpoints", int, 2, 128)
+    seed = _num(args.seed, "seed", int, 0, 2**32 - 1)
+    ber = _num(args.ber, "ber", float, 0.0, 1e-2)
+    slip = _num(args.slip, "slip", int, -1, 4 * n - 1)
+    names = [s.strip() for s in str(args.workloads).split(",") if s.strip()]
+    for s in names:
+        if s not in WORKLOAD_ORDER:
+            raise CliError(f"--workloads: {s!r} is not one of {', '.join(WORKLOAD_ORDER)}")
+    if not names:
+        raise CliError("--workloads is empty")
+    if args.engine == "ideal":
+        if args.faults == "only":
+            raise CliError("--faults needs the RTL fabric (--engine rtl): the ideal network "
+                           "has no lanes")
+        if args.waves:
+            raise CliError("--waves needs the RTL fabric (--engine rtl)")
+        passes = [None]
+    else:
+        fault = {"ber": ber, "slip_lane": slip}
+        passes = {"both": [None, fault], "none": [None], "only": [fault]}[args.faults]
+    params = _fabric_params(args, n)
+    n_chunks = int(params.get("n_chunks", 16))
+    wparams = _workload_params(args, n, n_chunks)
+    # build each workload once here: bad combinations end as CliError before any run
+    from sim.workloads import make_workload
     for name in names:
-        r = by_name.get(name, {"lines": "-", "ports": "-"})
-        b = per_block.get(name, {"runs": 0, "tests": 0, "passed": 0, "seeds": []})
-        seeds = ", ".join(map(str, sorted(b["seeds"])[:3])) + (" ..." if len(b["seeds"]) > 3
-                                                                else "")
-        print(f"{name:<14} {r['lines']!s:>13} {r['ports']!s:>5}   {b['runs']:>11} "
-              f"{b['tests']:>5} {b['passed']:>6}  {seeds}")
-    print("(rows without Verilog are test harnesses: pcs-loopback drives pcs-tx -> lanes -> "
-          "pcs-rx, chiplet-pair two chiplets, bist-harness bist-gen -> switch -> bist-check)")
-    print(f"\ndemo finished in {time.time() - t0:.0f} s; "
-          f"{'all regressions passed' if status == 0 else 'SOME REGRESSIONS FAILED'}")
-    return status
+        try:
+            make_workload(name, n, seed, **wparams[name])
+        except ValueError as exc:
+            raise CliError(f"{name}: {exc}") from None
+    out = Path(args.out)
+    out = out if out.is_absolute() else ROOT / out
+    out.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.time()
+    rows = []
+    for faults in passes:
+        for name in names:
+            if not args.json:
+                print(f"running {name} ({'faults' if faults else 'clean'}, "
+                      f"{args.engine if args.engine == 'ideal' else args.sim}, seed {seed}) "
+                      f"...", file=sys.stderr, flush=True)
+            if args.engine == "ideal":
+                res = _run_ideal(name, n, seed, wparams[name], n_chunks)
+            else:
+                res = _run_rtl(args, name, n, seed, wparams[name], params, faults, out)
+            res.update(workload=name, faults=faults, seed=seed, params=wparams[name],
+                       goodput=_goodput(res, n))
+            rows.append(res)
+    _speedups(rows)
+    report = {"engine": args.engine, "sim": args.sim if args.engine == "rtl" else None,
+              "endpoints": n, "seed": seed, "fabric_params": params,
+              "runs": rows, "wall_s": time.time() - t0,
+              "all_bit_exact": all(r["bit_exact"] for r in rows)}
+    (out / "demo.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    plots = _plots(rows, n, out)
+    report["plots"] = [str(p) for p in plots]
+    if args.json:
+        print(json.dumps(report, indent=1, default=str))
+    else:
+        _table(report, out, plots)
+    return 0 if report["all_bit_exact"] else 1
+
+
+def _speedups(rows):
+    """Reduction speedup = ring cycles / in-network cycles, per fault setting."""
+    for r in rows:
+        r["speedup"] = None
+        if r["workload"] != "allreduce-switch" or not r.get("cycles"):
+            continue
+        ring = [x for x in rows if x["workload"] == "allreduce-ring"
+                and x["faults"] == r["faults"] and x.get("cycles")]
+        if ring:
+            r["speedup"] = ring[0]["cycles"] / r["cycles"]
+
+
+def _fmt_faults(f):
+    if not f:
+        return "clean"
+    s = f"ber {f['ber']:g}"
+    return s + (f" + slip lane {f['slip_lane']}" if f.get("slip_lane", -1) >= 0 else "")
+
+
+def _table(report, out: Path, plots):
+    head = ("workload", "lanes", "bytes moved", "cycles", "goodput/port rx mean (max)",
+            "speedup", "replays", "relocks", "bit-exact", "seed")
+    lines = []
+    for r in report["runs"]:
+        g = r["goodput"]["rx"]
+        gp = f"{100 * sum(g) / len(g):.1f}% ({100 * max(g):.1f}%)" if g else "-"
+        st = r.get("stats") or {}
+        lines.append((r["workload"], _fmt_faults(r["faults"]),
+                      f"{st['bytes_moved']:,}" if st else "-",
+                      f"{r['cycles']:,}" if r.get("cycles") else "-", gp,
+                      f"{r['speedup']:.2f}x" if r.get("speedup") else "",
+                      "-" if r.get("replays") is None else str(r["replays"]),
+                      "-" if r.get("relocks") is None else str(r["relocks"]),
+                      "yes" if r["bit_exact"] else "NO", str(r["seed"])))
+    widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
+    where = ("ideal network (sim.workloads.IdealNetwork)" if report["engine"] == "ideal"
+             else f"RTL fabric on {report['sim']}")
+    print(f"fusionfabric demo: {report['endpoints']} endpoints, {where}, seed {report['seed']}")
+    print()
+    print("  ".join(h.ljust(w) if i < 2 else h.rjust(w)
+                    for i, (h, w) in enumerate(zip(head, widths))))
+    for l in lines:
+        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(l, widths))))
+    print()
+    print("goodput/port: payload bytes delivered to each accelerator per cycle, as a fraction "
+          "of one 16-byte slot per cycle; speedup: ring cycles / in-network cycles")
+    for r in report["runs"]:
+        if r.get("error"):
+            print(f"{r['workload']} ({_fmt_faults(r['faults'])}): {r['error']}")
+    print(f"wrote {out / 'demo.json'}" + "".join(f", {p}" for p in plots))
+    print(f"demo finished in {report['wall_s']:.0f} s; "
+          + ("every run bit-exact" if report["all_bit_exact"] else "SOME RUNS NOT BIT-EXACT"))
+
+
+def _plots(rows, n, out: Path) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    paths = []
+    good = [r for r in rows if r["goodput"]["rx"]]
+    if good:
+        fig, ax = plt.subplots(figsize=(max(6, min(16, 1.2 * n)), 4.8))
+        width = 0.8 / len(good)
+        x = np.arange(n)
+        for i, r in enumerate(good):
+            ax.bar(x + i * width, [100 * v for v in r["goodput"]["rx"]], width,
+                   label=f"{r['workload']} ({_fmt_faults(r['faults'])})")
+        ax.set_xticks(x + 0.4 - width / 2, [str(p) for p in range(n)])
+        ax.set_xlabel("port (endpoint)")
+        ax.set_ylabel("goodput received (% of 16 B/cycle)")
+        ax.set_title("payload goodput per port")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7, ncol=min(3, len(good)), loc="upper center",
+                  bbox_to_anchor=(0.5, -0.18))
+        fig.tight_layout()
+        p = out / "goodput_per_port.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths.append(p)
+    timed = [r for r in rows if r.get("cycles")]
+    if timed:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        labels = [f"{r['workload']}\n{_fmt_faults(r['faults'])}" for r in timed]
+        colors = ["tab:red" if r["faults"] else "tab:blue" for r in timed]
+        ax.bar(range(len(timed)), [r["cycles"] for r in timed], color=colors)
+        ax.set_xticks(range(len(timed)), labels, fontsize=7)
+        ax.set_ylabel("cycles")
+        ax.set_title("cycles per workload (blue clean, red with lane faults)")
+        ax.grid(True, axis="y", alpha=0.3)
+        fig.tight_layout()
+        p = out / "cycles.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        paths.append(p)
+    return paths

@@ -1,0 +1,165 @@
+"""``fusionfabric demo`` (sim/commands/demo.py): table, JSON, plots and errors through the
+ideal-network engine, and the RTL path's plumbing through a stand-in runner. The RTL
+fabric runs themselves are the fabric testbench's (tb/fabric) and the lead's."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from sim.chiplet import Opcode
+from sim.cli import main
+
+FAST = ["--endpoints", "4", "--elems", "256", "--tokens", "8", "--d-model", "64"]
+
+
+def _demo(capsys, tmp_path, *extra):
+    rc = main(["demo", "--engine", "ideal", "--out", str(tmp_path), *FAST, *extra])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_ideal_table_json_and_plots(capsys, tmp_path):
+    rc, out, _ = _demo(capsys, tmp_path, "--seed", "5")
+    assert rc == 0, out
+    for word in ("workload", "bytes moved", "cycles", "goodput/port", "speedup", "replays",
+                 "relocks", "bit-exact", "seed", "allreduce-switch", "allreduce-ring",
+                 "moe-alltoall", "every run bit-exact"):
+        assert word in out
+    report = json.loads((tmp_path / "demo.json").read_text())
+    assert report["seed"] == 5 and report["endpoints"] == 4 and report["all_bit_exact"]
+    runs = {r["workload"]: r for r in report["runs"]}
+    assert set(runs) == {"allreduce-switch", "allreduce-ring", "moe-alltoall"}
+    sw, ring = runs["allreduce-switch"], runs["allreduce-ring"]
+    assert sw["speedup"] == pytest.approx(ring["cycles"] / sw["cycles"])
+    assert f"{sw['speedup']:.2f}x" in out
+    assert sw["stats"]["bytes_moved"] == 4 * 256 * 2
+    assert len(sw["goodput"]["rx"]) == 4
+    assert sw["goodput"]["rx"][0] == pytest.approx(256 * 2 / (sw["cycles"] * 16))
+    for png in ("goodput_per_port.png", "cycles.png"):
+        data = (tmp_path / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_json_output_and_subset(capsys, tmp_path):
+    rc, out, _ = _demo(capsys, tmp_path, "--json", "--workloads", "moe-alltoall",
+                       "--skew", "0", "--top-k", "1")
+    assert rc == 0
+    report = json.loads(out)
+    [run] = report["runs"]
+    assert run["workload"] == "moe-alltoall" and run["bit_exact"]
+    assert run["params"] == {"tokens_per_endpoint": 8, "d_model": 64, "skew": 0.0,
+                             "top_k": 1}
+    assert run["speedup"] is None
+
+
+def test_mismatch_exits_1_and_names_the_seed(capsys, tmp_path, monkeypatch):
+    import sim.workloads as wl
+
+    class Corrupting(wl.IdealNetwork):
+        def __init__(self, *a, **kw):
+            def tamper(i, dest, msg):
+                if msg.opcode == Opcode.RESULT and i == 3:
+                    data = bytearray(msg.data)
+                    data[1] ^= 0x40
+                    return replace(msg, data=bytes(data))
+                return msg
+            super().__init__(*a, tamper=tamper, **kw)
+
+    monkeypatch.setattr(wl, "IdealNetwork", Corrupting)
+    rc, out, _ = _demo(capsys, tmp_path, "--seed", "9", "--workloads",
+                       "allreduce-switch,allreduce-ring")
+    assert rc == 1
+    assert "NO" in out and "SOME RUNS NOT BIT-EXACT" in out
+    assert "allreduce-switch: endpoint" in out and "(seed 9)" in out
+
+
+def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
+    """The demo hands the fabric testbench the workload, seed, parameters, faults and a
+    result file, and reads the schema back (here a runner that plays the workload on the
+    ideal network and writes that file, as the testbench does)."""
+    from sim.workloads import IdealNetwork, make_workload
+    from tb.common import runner
+
+    calls = []
+
+    def fake_run(block, module, params, *, sim, seed, testcase, test_args, waves, name):
+        calls.append(dict(block=block, module=module, params=params, sim=sim, seed=seed,
+                          testcase=testcase, test_args=test_args, waves=waves))
+        w = make_workload(test_args["workload"], params["n_endpoints"], test_args["seed"],
+                          **test_args["params"])
+        res = IdealNetwork(params["n_endpoints"], seed).run(w)
+        w.check()
+        faults = test_args["faults"]
+        with open(test_args["result_file"], "w") as f:
+            json.dump({"cycles": res["cycles"], "bit_exact": True, "error": None,
+                       "stats": w.stats(), "replays": 3 if faults else 0,
+                       "relocks": 1 if faults else 0}, f)
+        return None
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
+               "--ber", "1e-4", "--slip", "2", "--set", "n_chunks=4",
+               "--workloads", "allreduce-switch,allreduce-ring"])
+    out, _ = capsys.readouterr()
+    assert rc == 0, out
+    assert len(calls) == 4                        # 2 workloads x (clean, faults)
+    c = calls[-1]
+    assert c["block"] == "fabric" and c["module"] == "tb.fabric.test_fabric"
+    assert c["sim"] == "icarus" and c["seed"] == 4 and c["waves"] is False
+    assert c["params"]["n_endpoints"] == 4 and c["params"]["n_chunks"] == 4
+    assert c["test_args"]["faults"] == {"ber": 1e-4, "slip_lane": 2}
+    assert calls[0]["test_args"]["faults"] is None
+    assert c["test_args"]["params"] == {"n_elems": 256}
+    assert calls[0]["test_args"]["params"] == {"n_elems": 256, "n_chunks": 4}
+    assert "ber 0.0001 + slip lane 2" in out and "RTL fabric on icarus" in out
+    report = json.loads((tmp_path / "demo.json").read_text())
+    assert [r["replays"] for r in report["runs"]] == [0, 0, 3, 3]
+    assert [r["relocks"] for r in report["runs"]] == [0, 0, 1, 1]
+
+
+def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
+    from tb.common import runner
+
+    def failing_run(*a, **kw):
+        raise runner.CocotbFailure("cocotb tb.fabric.test_fabric failed (seed 4)")
+
+    monkeypatch.setattr(runner, "run", failing_run)
+    rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
+               "--no-faults", "--workloads", "allreduce-ring"])
+    out, _ = capsys.readouterr()
+    assert rc == 1 and "failed (seed 4)" in out and "NO" in out
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--elems", "100"], "--elems 100 must be a multiple of 32 x endpoints = 128"),
+    (["--elems", "lots"], "--elems 'lots' is not a valid integer"),
+    (["--endpoints", "1"], "--endpoints '1' must be in 2 .. 128"),
+    (["--sim", "modelsim"], "--sim 'modelsim'"),
+    (["--engine", "spice"], "--engine 'spice'"),
+    (["--workloads", "allreduce,moe-alltoall"], "'allreduce'"),
+    (["--seed", "-3"], "--seed '-3'"),
+    (["--ber", "often"], "--ber 'often'"),
+    (["--skew", "11"], "--skew '11'"),
+    (["--d-model", "100"], "--d-model 100 must be a multiple of 32"),
+    (["--top-k", "5"], "--top-k '5' must be in 1 .. 4"),
+    (["--slip", "16"], "--slip '16' must be in -1 .. 15"),
+    (["--faults"], "--faults needs the RTL fabric"),
+    (["--waves"], "--waves needs the RTL fabric"),
+    (["--set", "bogus=1"], "bogus"),
+    (["--faults", "--no-faults"], "not allowed with argument"),
+])
+def test_bad_values_exit_2(capsys, tmp_path, argv, match):
+    rc, out, err = _demo(capsys, tmp_path, *argv)
+    assert rc == 2
+    assert match in err and "Traceback" not in err
+    assert not (tmp_path / "demo.json").exists()
+
+
+def test_regress_command_keeps_the_old_demo():
+    from sim.cli import build_parser
+
+    args = build_parser().parse_args(["regress", "--no-regress", "--sim", "icarus"])
+    assert args.command == "regress" and args.no_regress
