@@ -12,6 +12,11 @@ CASES = [
     ("icarus", {"n_ports": 4, "mode": "voq", "depth": 4, "out_depth": 2}),
     ("verilator", {"n_ports": 3, "mode": "fifo", "depth": 1, "out_depth": 1}),
     ("verilator", {"n_ports": 8, "mode": "voq", "depth": 8, "iterations": 3}),
+    # pipeline=True: registered iSLIP, block-RAM VOQs, pipelined crossbar
+    ("icarus", {"n_ports": 3, "mode": "voq", "depth": 2, "pipeline": True, "data_width": 16}),
+    ("icarus", {"n_ports": 4, "mode": "voq", "depth": 4, "pipeline": True, "out_depth": 6}),
+    ("verilator", {"n_ports": 8, "mode": "voq", "depth": 8, "pipeline": True,
+                   "out_depth": 8}),
 ]
 
 
@@ -34,6 +39,8 @@ def test_switch(case):
 REDUCE_CASES = [
     ("icarus", {"n_ports": 3, "mode": "voq", "depth": 4, "data_width": 64, "reduce": True,
                 "n_chunks": 4}),
+    ("icarus", {"n_ports": 3, "mode": "voq", "depth": 4, "data_width": 64, "reduce": True,
+                "n_chunks": 4, "pipeline": True, "out_depth": 6}),
 ]
 
 

@@ -17,6 +17,8 @@ from rtl.switch.top import Switch
     ({"data_width": 0}, "data_width=0"),
     ({"reduce": True, "data_width": 48}, "reduce=True needs data_width"),
     ({"n_chunks": 0}, "n_chunks=0"),
+    ({"pipeline": True, "mode": "fifo"}, "pipeline=True needs mode='voq'"),
+    ({"pipeline": 2}, "pipeline=2"),
 ])
 def test_switch_rejects(kw, needle):
     with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
@@ -29,3 +31,11 @@ def test_switch_block_defaults():
     assert (sw.n_ports, sw.iterations, sw.mode) == (3, 2, "voq")
     with pytest.raises(BlockError, match="mode"):
         b.build(mode="x")
+
+
+def test_switch_pipeline_defaults():
+    """The pipelined variant runs one iSLIP round per cycle unless told otherwise."""
+    b = get_block("switch")
+    assert b.build(n_ports=8, pipeline=True).iterations == 1
+    assert b.build(n_ports=8, pipeline=True, iterations=2).iterations == 2
+    assert b.build(n_ports=8).iterations == 3 and not b.build(n_ports=8).pipeline

@@ -13,7 +13,7 @@ from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 
 from .group_table import GroupTable, config_layout
 from .islip import ISLIPAllocator, lowest_bit, max_iterations
-from .voq import InputQueue, onehot_index
+from .voq import InputQueue, PipelinedQueue, onehot_index
 
 __all__ = ["Switch", "STATS", "UNIT_STATS", "stats_layout", "unit_stats_layout", "BLOCKS"]
 
@@ -88,16 +88,20 @@ class Switch(wiring.Component):
     def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
                  iterations: int | None = None, mode: str = "voq", out_depth: int = 4,
                  n_groups: int = 16, reduce: bool = False,
-                 n_chunks: int = 16):
+                 n_chunks: int = 16, pipeline: bool = False):
         if not isinstance(n_ports, int) or not 2 <= n_ports <= 256:
             raise ValueError(f"n_ports={n_ports!r} must be an integer in 2..256")
         if not isinstance(data_width, int) or data_width < 1:
             raise ValueError(f"data_width={data_width!r} must be a positive integer")
         if not isinstance(depth, int) or depth < 1 or depth & (depth - 1):
             raise ValueError(f"depth={depth!r} must be a power of two >= 1")
+        if pipeline not in (False, True):
+            raise ValueError(f"pipeline={pipeline!r} must be True or False")
+        if pipeline and mode != "voq":
+            raise ValueError(f"pipeline=True needs mode='voq' (got mode={mode!r})")
         top = max_iterations(n_ports)
         if iterations is None or iterations == 0:
-            iterations = min(3, top)
+            iterations = 1 if pipeline else min(3, top)
         if not isinstance(iterations, int) or not 1 <= iterations <= top:
             raise ValueError(f"iterations={iterations!r} must be in 1..{top} "
                              f"for n_ports={n_ports}")
@@ -121,6 +125,7 @@ class Switch(wiring.Component):
         self.n_groups = n_groups
         self.reduce = reduce
         self.n_chunks = n_chunks
+        self.pipeline = bool(pipeline)
         self.flit = switch_flit(data_width)
         layout = self.flit.layout()
         members = {
@@ -169,7 +174,10 @@ class Switch(wiring.Component):
 
         queues = []
         for r in range(N):
-            q = InputQueue(N, qwidth, self.depth, self.mode)
+            if self.pipeline:
+                q = PipelinedQueue(N, qwidth, self.depth, meta_width=2)
+            else:
+                q = InputQueue(N, qwidth, self.depth, self.mode)
             m.submodules[f"queue{r}"] = q
             queues.append(q)
 
@@ -240,6 +248,10 @@ class Switch(wiring.Component):
                 last_copy = rem == pick
                 m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(pick), q.i_wdata.eq(flit),
                              port.ready.eq(drop | (write & last_copy))]
+                if self.pipeline:
+                    # packet-lock bits, seen by the allocator before the RAM is read:
+                    # (sets or clears a lock, opens one)
+                    m.d.comb += q.i_wmeta.eq(Cat(flit.kind == Kind.UNICAST, ~flit.last))
                 with m.If(write):
                     m.d.sync += done.eq(Mux(last_copy, 0, done | pick))
             else:
@@ -278,6 +290,10 @@ class Switch(wiring.Component):
                 head_target.append(ht)
                 avail = q.o_nonempty & ht & ~hd
             m.d.comb += alloc.i_req[r].eq(avail & credit_ok & lock_ok)
+
+        if self.pipeline:
+            self._pipelined_crossbar(m, queues, units, alloc, credit, lock_v, lock_in)
+            return m
 
         # ---- crossbar transfer -------------------------------------------------------
         heads = []
@@ -326,12 +342,81 @@ class Switch(wiring.Component):
                 m.d.comb += self.o_unit_credit[o - n].eq(credit[o])
         return m
 
+    def _pipelined_crossbar(self, m, queues, units, alloc, credit, lock_v, lock_in):
+        """``pipeline=True``: the match of cycle t is registered; the matched flit is read
+        from block RAM in t+1, registered in t+2 and crosses the crossbar into the output
+        buffer in t+3. Credits, locks and the schedule pointers move in t (at the match)."""
+        n = self.n_ports
+        N = len(queues)
+        fw = self.flit.width
+        layout = self.flit.layout()
+        zeros = Const(0, N)
+        # t: match; locks from the side bits of the flits being scheduled
+        match1 = [Signal(N, name=f"match1_{r}") for r in range(N)]
+        grant1 = [Signal(N, name=f"grant1_{o}") for o in range(N)]
+        for r in range(N):
+            m.d.comb += queues[r].i_sched.eq(alloc.o_match[r])
+            m.d.sync += match1[r].eq(alloc.o_match[r])
+        for o in range(N):
+            grant = alloc.o_grant[o]
+            m.d.sync += grant1[o].eq(grant)
+            sets = Signal(name=f"lock_sets{o}")     # the scheduled flit is UNICAST
+            opens = Signal(name=f"lock_opens{o}")   # ... and not the last of its packet
+            m.d.comb += [
+                sets.eq(Cat(grant[r] & queues[r].o_meta[o][0] for r in range(N)).any()),
+                opens.eq(Cat(grant[r] & queues[r].o_meta[o][1] for r in range(N)).any()),
+            ]
+            with m.If(sets):
+                m.d.sync += [lock_v[o].eq(opens), lock_in[o].eq(onehot_index(grant, N))]
+        # t+1: read the RAM
+        grant2 = [Signal(N, name=f"grant2_{o}") for o in range(N)]
+        for r in range(N):
+            m.d.comb += queues[r].i_read.eq(match1[r])
+        for o in range(N):
+            m.d.sync += grant2[o].eq(grant1[o])
+        # t+2: register the flits read
+        heads = [Signal(fw, name=f"head{r}") for r in range(N)]
+        grant3 = [Signal(N, name=f"grant3_{o}") for o in range(N)]
+        for r in range(N):
+            m.d.sync += heads[r].eq(queues[r].o_rdata)
+        for o in range(N):
+            m.d.sync += grant3[o].eq(grant2[o])
+        # t+3: crossbar (AND-OR of the one-hot select) into the output buffers
+        for o in range(N):
+            port = self.o_port[o] if o < n else units[o - n].i_contrib
+            ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
+            m.submodules[f"out{o}"] = ob
+            moved = Signal(fw, name=f"xbar{o}")
+            acc = Const(0, fw)
+            for r in range(N):
+                acc = acc | (heads[r] & grant3[o][r].replicate(fw))
+            m.d.comb += [moved.eq(acc), ob.w_en.eq(grant3[o] != zeros),
+                         ob.w_data.eq(moved),
+                         port.valid.eq(ob.r_rdy), port.payload.eq(ob.r_data),
+                         ob.r_en.eq(port.ready)]
+            out_hs = port.valid & port.ready
+            xfer = alloc.o_grant[o].any()
+            m.d.sync += credit[o].eq(credit[o] - xfer + out_hs)
+            self._output_counters(m, o, port, out_hs, credit)
+
+    def _output_counters(self, m, o, port, out_hs, credit):
+        n = self.n_ports
+        if o < n:
+            st = self.o_stats[o]
+            m.d.comb += self.o_credit[o].eq(credit[o])
+            with m.If(out_hs):
+                m.d.sync += st.flits_out.eq(st.flits_out + 1)
+            with m.If(port.valid & ~port.ready):
+                m.d.sync += st.out_stalls.eq(st.out_stalls + 1)
+        else:
+            m.d.comb += self.o_unit_credit[o - n].eq(credit[o])
+
 
 def _build(n_ports, data_width, depth, iterations, mode, out_depth, n_groups, reduce,
-           n_chunks):
+           n_chunks, pipeline=False):
     return Switch(n_ports=n_ports, data_width=data_width, depth=depth,
                   iterations=iterations or None, mode=mode, out_depth=out_depth,
-                  n_groups=n_groups, reduce=reduce, n_chunks=n_chunks)
+                  n_groups=n_groups, reduce=reduce, n_chunks=n_chunks, pipeline=pipeline)
 
 
 BLOCKS = [
@@ -346,5 +431,7 @@ BLOCKS = [
               Param("n_groups", int, 16, "group-table entries (1..256)"),
               Param("reduce", bool, False, "per-port reduction units (rtl/reduce)"),
               Param("n_chunks", int, 16, "open-chunk slots per reduction unit (1..64)"),
+              Param("pipeline", bool, False, "registered iSLIP, block-RAM VOQs, pipelined "
+                    "crossbar (docs/switch.md; full rate needs out_depth >= 5)"),
           ]),
 ]

@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["InputQueue", "onehot_index"]
+__all__ = ["InputQueue", "PipelinedQueue", "onehot_index"]
 
 
 def onehot_index(onehot, n: int):
@@ -119,4 +119,117 @@ class InputQueue(wiring.Component):
             with m.If(self.i_pop):
                 m.d.sync += r.eq(Mux(r == cap - 1, 0, r + 1))
             m.d.sync += count.eq(count + self.i_wen - self.i_pop)
+        return m
+
+
+class PipelinedQueue(wiring.Component):
+    """The flit store of one input for the pipelined switch (``pipeline=True``):
+    ``n_ports`` VOQs of ``depth`` flits in one block RAM with a synchronous read port.
+
+    Each VOQ has three pointers: ``wptr`` (ingress), ``sptr`` (scheduled: advanced when
+    the allocator matches the VOQ) and ``rptr`` (read: advanced when the matched flit is
+    read from the RAM, one cycle after the match). A small side memory per VOQ holds
+    ``meta_width`` bits per flit, read combinationally at ``sptr``, so the allocator can see
+    what it is about to schedule (the switch keeps the packet-lock bits there) without
+    waiting for the block RAM.
+
+    Parameters
+    ----------
+    n_ports : int
+        Outputs of the switch (one VOQ each).
+    width : int
+        Bits per stored flit.
+    depth : int
+        Flits per VOQ, a power of two.
+    meta_width : int
+        Bits of side information per flit.
+
+    Members
+    -------
+    i_wen : In(1)
+        Write ``i_wdata`` / ``i_wmeta`` into VOQ ``i_wsel`` this cycle.
+    i_wsel : In(n_ports)
+        One-hot VOQ to write.
+    i_wdata : In(width)
+    i_wmeta : In(meta_width)
+    o_nonempty : Out(n_ports)
+        Bit o: VOQ o holds a flit not yet scheduled (``wptr != sptr``).
+    o_notfull : Out(n_ports)
+        Bit o: VOQ o has a free slot (``wptr - rptr != depth``; a slot is free once read).
+    o_meta : Out(meta_width).array(n_ports)
+        Side bits of the next flit to schedule in each VOQ (at ``sptr``), combinational.
+    i_sched : In(n_ports)
+        One-hot (or zero): advance ``sptr`` of that VOQ.
+    i_read : In(n_ports)
+        One-hot (or zero): read the head (at ``rptr``) of that VOQ and advance ``rptr``.
+    o_rdata : Out(width)
+        The flit read in the previous cycle.
+
+    Timing
+    ------
+    A write in cycle t counts in ``o_nonempty`` from t+1; ``i_sched`` in t clears it from
+    t+1 if that was the last unscheduled flit; ``i_read`` in t shows the flit on
+    ``o_rdata`` in t+1 and frees its slot in ``o_notfull`` from t+1. All flags are functions
+    of registered pointers. The RAM has one write port and one synchronous read port
+    (``ram_style = "block"``: a block RAM on FPGAs). Reset empties every queue.
+    """
+
+    def __init__(self, n_ports: int, width: int, depth: int, meta_width: int = 1):
+        if not isinstance(depth, int) or depth < 1 or depth & (depth - 1):
+            raise ValueError(f"depth={depth!r} must be a power of two >= 1")
+        self.n_ports = n_ports
+        self.width = width
+        self.depth = depth
+        self.meta_width = meta_width
+        super().__init__({
+            "i_wen": In(1), "i_wsel": In(n_ports), "i_wdata": In(width),
+            "i_wmeta": In(meta_width),
+            "o_nonempty": Out(n_ports), "o_notfull": Out(n_ports),
+            "o_meta": Out(meta_width).array(n_ports),
+            "i_sched": In(n_ports), "i_read": In(n_ports), "o_rdata": Out(width),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, depth = self.n_ports, self.depth
+        ab = (depth - 1).bit_length()
+        m.submodules.mem = mem = Memory(shape=self.width, depth=n * depth, init=[],
+                                        attrs={"ram_style": "block"})
+        wp = mem.write_port()
+        rp = mem.read_port()               # synchronous, not transparent
+        m.d.comb += [wp.data.eq(self.i_wdata), self.o_rdata.eq(rp.data)]
+
+        wptr = [Signal(ab + 1, name=f"wptr{o}") for o in range(n)]
+        sptr = [Signal(ab + 1, name=f"sptr{o}") for o in range(n)]
+        rptr = [Signal(ab + 1, name=f"rptr{o}") for o in range(n)]
+        for o in range(n):
+            meta = Memory(shape=self.meta_width, depth=depth, init=[])
+            m.submodules[f"meta{o}"] = meta
+            mw = meta.write_port()
+            mr = meta.read_port(domain="comb")
+            m.d.comb += [
+                mw.addr.eq(wptr[o][:ab]), mw.data.eq(self.i_wmeta),
+                mw.en.eq(self.i_wen & self.i_wsel[o]),
+                mr.addr.eq(sptr[o][:ab]), self.o_meta[o].eq(mr.data),
+                self.o_nonempty[o].eq(wptr[o] != sptr[o]),
+                self.o_notfull[o].eq((wptr[o] - rptr[o])[:ab + 1] != depth),
+            ]
+            with m.If(self.i_wen & self.i_wsel[o]):
+                m.d.sync += wptr[o].eq(wptr[o] + 1)
+            with m.If(self.i_sched[o]):
+                m.d.sync += sptr[o].eq(sptr[o] + 1)
+            with m.If(self.i_read[o]):
+                m.d.sync += rptr[o].eq(rptr[o] + 1)
+        # one-hot AND-OR selects (shallower than an indexed mux; also keeps Icarus from
+        # leaving a never-triggered always @* block at X after time zero)
+        def pick(sel, ptrs):
+            acc = Const(0, max(ab, 1))
+            for o in range(n):
+                acc = acc | (ptrs[o][:ab] & sel[o].replicate(ab))
+            return acc[:ab]
+        m.d.comb += [
+            wp.addr.eq(Cat(pick(self.i_wsel, wptr), onehot_index(self.i_wsel, n))),
+            wp.en.eq(self.i_wen),
+            rp.addr.eq(Cat(pick(self.i_read, rptr), onehot_index(self.i_read, n))),
+        ]
         return m
