@@ -37,6 +37,10 @@ Interface (the fabric testbench codes against these names)
     (sent by endpoints), ``tx_bytes`` / ``rx_bytes`` / ``tx_messages`` / ``rx_messages``
     per endpoint (payload bytes: data of WRITE/REDUCE, valid beats of RESULT), and
     ``wire_bytes`` (sent, with 16-byte header slots and acknowledgements).
+``result_record(w, cycles, replays, relocks, **extra) -> dict``
+    What the fabric testbench writes (as JSON) to ``test_args["result_file"]`` at the end
+    of a run for ``fusionfabric demo``: it runs ``check()`` and never raises for a
+    mismatch (``bit_exact`` False, ``error`` the message), so write it, then fail.
 
 :data:`WORKLOADS` maps the demo's names to the classes and :func:`make_workload` builds
 one from a name and JSON-able parameters (what the testbench gets through ``FF_ARGS``).
@@ -76,7 +80,8 @@ from sim.layouts import CHUNK_BITS, Dtype, Mode, Op
 __all__ = [
     "Workload", "AllReduceInNetwork", "AllReduceRing", "MoEAllToAll", "IdealNetwork",
     "WORKLOADS", "make_workload", "result_granules", "result_message", "GRANULE_BYTES",
-    "MAX_MESSAGE", "RESULT_BEATS", "Region", "region_addr", "split_addr",
+    "MAX_MESSAGE", "RESULT_BEATS", "Region", "region_addr", "split_addr", "result_record",
+    "ring_reference", "expert_fn", "combine_fn",
 ]
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -698,6 +703,26 @@ def make_workload(name: str, n_endpoints: int, seed: int, **params) -> Workload:
     if name not in WORKLOADS:
         raise ValueError(f"workload {name!r} is not one of: {', '.join(WORKLOADS)}")
     return WORKLOADS[name](n_endpoints, seed, **params)
+
+
+def result_record(w: Workload, cycles: int, replays: int = 0, relocks: int = 0,
+                  **extra) -> dict:
+    """The results record ``fusionfabric demo`` reads (JSON-able): runs ``w.check()`` and
+    returns ``{workload, seed, n_endpoints, cycles, done, bit_exact, error, stats, replays,
+    relocks, **extra}``. ``bit_exact`` is False and ``error`` holds the check's message if
+    ``w`` is not done or any bit differs. Optional ``extra`` keys the demo shows:
+    ``crc_errors``, ``flips``, ``slips`` (ints) and ``tx_bytes``/``rx_bytes`` per port
+    (measured at the fabric; otherwise the workload's own counts are used)."""
+    error = None
+    try:
+        w.check()
+    except AssertionError as exc:
+        error = str(exc)
+    if error is None and not w.done():
+        error = f"{w.name}: not done (seed {w.seed})"
+    return {"workload": w.name, "seed": w.seed, "n_endpoints": w.n, "cycles": int(cycles),
+            "done": bool(w.done()), "bit_exact": error is None, "error": error,
+            "stats": w.stats(), "replays": int(replays), "relocks": int(relocks), **extra}
 
 
 # -- ideal network --------------------------------------------------------------------------------

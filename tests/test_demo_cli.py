@@ -11,6 +11,7 @@ import pytest
 
 from sim.chiplet import Opcode
 from sim.cli import main
+from sim.commands import demo
 
 FAST = ["--endpoints", "4", "--elems", "256", "--tokens", "8", "--d-model", "64"]
 
@@ -76,11 +77,35 @@ def test_mismatch_exits_1_and_names_the_seed(capsys, tmp_path, monkeypatch):
     assert "allreduce-switch: endpoint" in out and "(seed 9)" in out
 
 
+def _stand_in_params(args, n):
+    """The fabric block's parameters without importing the RTL (only what the demo uses)."""
+    sets = dict(item.split("=") for item in args.set)
+    return {"n_endpoints": n, "n_chunks": int(sets.get("n_chunks", 16))}
+
+
+def test_fabric_params_come_from_the_block():
+    from rtl.blocks import all_blocks, get_block
+
+    if "fabric" not in all_blocks():
+        pytest.skip("the fabric block is not registered")
+    args = demo_args("--set", "n_chunks=4", "--set", "rx_credits=32", "--endpoints", "4")
+    p = demo._fabric_params(args, 4)
+    assert p == get_block("fabric").resolve({"n_endpoints": 4, "n_chunks": 4,
+                                             "rx_credits": 32})
+    with pytest.raises(demo.CliError, match="--endpoints"):
+        demo._fabric_params(demo_args("--set", "n_endpoints=3"), 8)
+
+
+def demo_args(*argv):
+    from sim.cli import build_parser
+    return build_parser().parse_args(["demo", *argv])
+
+
 def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     """The demo hands the fabric testbench the workload, seed, parameters, faults and a
     result file, and reads the schema back (here a runner that plays the workload on the
     ideal network and writes that file, as the testbench does)."""
-    from sim.workloads import IdealNetwork, make_workload
+    from sim.workloads import IdealNetwork, make_workload, result_record
     from tb.common import runner
 
     calls = []
@@ -91,15 +116,14 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
         w = make_workload(test_args["workload"], params["n_endpoints"], test_args["seed"],
                           **test_args["params"])
         res = IdealNetwork(params["n_endpoints"], seed).run(w)
-        w.check()
         faults = test_args["faults"]
         with open(test_args["result_file"], "w") as f:
-            json.dump({"cycles": res["cycles"], "bit_exact": True, "error": None,
-                       "stats": w.stats(), "replays": 3 if faults else 0,
-                       "relocks": 1 if faults else 0}, f)
+            json.dump(result_record(w, res["cycles"], replays=3 if faults else 0,
+                                    relocks=1 if faults else 0), f)
         return None
 
     monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
     rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
                "--ber", "1e-4", "--slip", "2", "--set", "n_chunks=4",
                "--workloads", "allreduce-switch,allreduce-ring"])
@@ -127,6 +151,7 @@ def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
         raise runner.CocotbFailure("cocotb tb.fabric.test_fabric failed (seed 4)")
 
     monkeypatch.setattr(runner, "run", failing_run)
+    monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
     rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
                "--no-faults", "--workloads", "allreduce-ring"])
     out, _ = capsys.readouterr()
@@ -148,7 +173,7 @@ def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
     (["--slip", "16"], "--slip '16' must be in -1 .. 15"),
     (["--faults"], "--faults needs the RTL fabric"),
     (["--waves"], "--waves needs the RTL fabric"),
-    (["--set", "bogus=1"], "bogus"),
+    (["--set", "am_period=3"], "only n_chunks=N applies to --engine ideal"),
     (["--faults", "--no-faults"], "not allowed with argument"),
 ])
 def test_bad_values_exit_2(capsys, tmp_path, argv, match):

@@ -227,3 +227,17 @@ def test_deterministic():
 def test_bad_parameters(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_result_record():
+    from sim.workloads import result_record
+    w, res = _run("allreduce-ring", 3, 2)
+    rec = result_record(w, res["cycles"], replays=4, relocks=1, crc_errors=9)
+    assert rec["bit_exact"] and rec["error"] is None and rec["done"]
+    assert (rec["replays"], rec["relocks"], rec["crc_errors"]) == (4, 1, 9)
+    w.result[1, 3] ^= 1
+    rec = result_record(w, res["cycles"])
+    assert not rec["bit_exact"] and "endpoint 1: element 3" in rec["error"]
+    fresh = make_workload("allreduce-ring", 3, 2, **CASES["allreduce-ring"])
+    rec = result_record(fresh, 0)
+    assert not rec["bit_exact"] and "never arrived" in rec["error"]

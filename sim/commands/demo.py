@@ -11,11 +11,12 @@ port, reduction speedup over the ring, replays, relocks, bit-exact, seed), write
 ``--engine ideal`` plays the same workloads on :class:`sim.workloads.IdealNetwork`
 (pure Python, loss-free links of one slot per cycle), for a quick look without RTL.
 
-The results file the fabric testbench writes (``test_args["result_file"]``) is JSON with
-at least ``cycles`` (int), ``bit_exact`` (bool), ``error`` (str or null), ``stats``
-(:meth:`sim.workloads.Workload.stats` of the run), ``replays`` and ``relocks`` (ints,
-summed over every link); optional: ``crc_errors``, ``flips``, ``slips`` (ints),
-``tx_bytes``/``rx_bytes`` per port (otherwise ``stats``'s are used). docs/demo.md.
+The fabric testbench gets ``test_args = {workload, seed, params, faults, result_file}``
+(``faults``: None or ``{"ber": float, "slip_lane": int}``, -1 = no slip) and writes
+:func:`sim.workloads.result_record` as JSON to ``result_file``: at least ``cycles``,
+``bit_exact``, ``error``, ``stats``, ``replays`` and ``relocks`` (summed over every link);
+optional ``crc_errors``, ``flips``, ``slips`` and per-port ``tx_bytes``/``rx_bytes``.
+docs/demo.md.
 """
 
 from __future__ import annotations
@@ -99,23 +100,23 @@ def _num(text, name, kind, lo, hi):
 
 
 def _fabric_params(args, n: int) -> dict:
-    """The fabric block's parameters (``--set`` on top of the defaults), if the block
-    exists; the ideal engine only needs ``n_chunks``."""
+    """The fabric block's parameters (``--set`` on top of the defaults). The ideal engine
+    needs only ``n_chunks`` (default 16, the fabric's) and does not import the RTL."""
+    if args.engine == "ideal":
+        params = {"n_chunks": 16}
+        for item in args.set:
+            key, sep, text = item.partition("=")
+            if key.strip() != "n_chunks" or not sep:
+                raise CliError(f"--set {item!r}: only n_chunks=N applies to --engine ideal")
+            params["n_chunks"] = _num(text, "set n_chunks", int, 1, 64)
+        return params
     from rtl.blocks import BlockError, get_block, parse_sets
 
     try:
         block = get_block(BLOCK)
     except (BlockError, KeyError):
-        if args.engine == "rtl":
-            raise CliError(f"the RTL fabric (block {BLOCK!r}) is not available; "
-                           f"use --engine ideal") from None
-        params = {"n_chunks": 16}
-        for item in args.set:
-            key, sep, text = item.partition("=")
-            if key != "n_chunks" or not sep:
-                raise CliError(f"--set {item!r}: only n_chunks=N applies to --engine ideal")
-            params["n_chunks"] = _num(text, "set n_chunks", int, 1, 64)
-        return params
+        raise CliError(f"the RTL fabric (block {BLOCK!r}) is not available; "
+                       f"use --engine ideal") from None
     sets = parse_sets(block, args.set)
     if "n_endpoints" in sets:
         raise CliError("use --endpoints, not --set n_endpoints")
