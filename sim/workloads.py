@@ -38,9 +38,10 @@ Interface (the fabric testbench codes against these names)
     per endpoint (payload bytes: data of WRITE/REDUCE, valid beats of RESULT), and
     ``wire_bytes`` (sent, with 16-byte header slots and acknowledgements).
 ``result_record(w, cycles, replays, relocks, **extra) -> dict``
-    What the fabric testbench writes (as JSON) to ``test_args["result_file"]`` at the end
-    of a run for ``fusionfabric demo``: it runs ``check()`` and never raises for a
-    mismatch (``bit_exact`` False, ``error`` the message), so write it, then fail.
+    The workload's part of the record the fabric testbench writes (as JSON) to
+    ``test_args["results_file"]`` for ``fusionfabric demo``: it runs ``check()`` and never
+    raises for a mismatch (``bit_exact`` False, ``error`` the message), so write it, then
+    fail.
 
 :data:`WORKLOADS` maps the demo's names to the classes and :func:`make_workload` builds
 one from a name and JSON-able parameters (what the testbench gets through ``FF_ARGS``).

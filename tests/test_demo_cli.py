@@ -117,7 +117,7 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
                           **test_args["params"])
         res = IdealNetwork(params["n_endpoints"], seed).run(w)
         faults = test_args["faults"]
-        with open(test_args["result_file"], "w") as f:
+        with open(test_args["results_file"], "w") as f:
             json.dump(result_record(w, res["cycles"], replays=3 if faults else 0,
                                     relocks=1 if faults else 0), f)
         return None
@@ -144,7 +144,7 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     assert [r["relocks"] for r in report["runs"]] == [0, 0, 1, 1]
 
 
-def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
+def test_rtl_path_missing_results_file(capsys, tmp_path, monkeypatch):
     from tb.common import runner
 
     def failing_run(*a, **kw):
@@ -188,3 +188,28 @@ def test_regress_command_keeps_the_old_demo():
 
     args = build_parser().parse_args(["regress", "--no-regress", "--sim", "icarus"])
     assert args.command == "regress" and args.no_regress
+
+
+def test_testbench_report_schema_is_read(capsys, tmp_path, monkeypatch):
+    """A record in the shape of tb/fabric's FabricTB.report (per-endpoint counters, no
+    ``stats``): bytes, goodput, CRC errors and flips come from ``endpoints``."""
+    from tb.common import runner
+
+    def fake_run(block, module, params, *, test_args, **kw):
+        eps = [{"endpoint": e, "sent_bytes": 512, "received_bytes": 512 + 64 * e,
+                "crc_errors": e, "flips": 2 * e} for e in range(4)]
+        rec = {"workload": test_args["workload"], "cycles": 1000, "replays": 5,
+               "relocks": 2, "endpoints": eps}
+        with open(test_args["results_file"], "w") as f:
+            json.dump(rec, f)
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
+    rc = main(["demo", "--sim", "verilator", "--out", str(tmp_path), *FAST, "--faults",
+               "--workloads", "allreduce-ring", "--json"])
+    out, _ = capsys.readouterr()
+    assert rc == 0
+    [r] = json.loads(out)["runs"]
+    assert r["bit_exact"] and r["stats"]["bytes_moved"] == 2048
+    assert (r["crc_errors"], r["flips"], r["replays"], r["relocks"]) == (6, 12, 5, 2)
+    assert r["goodput"]["rx"] == [pytest.approx((512 + 64 * e) / 16000) for e in range(4)]

@@ -11,12 +11,13 @@ port, reduction speedup over the ring, replays, relocks, bit-exact, seed), write
 ``--engine ideal`` plays the same workloads on :class:`sim.workloads.IdealNetwork`
 (pure Python, loss-free links of one slot per cycle), for a quick look without RTL.
 
-The fabric testbench gets ``test_args = {workload, seed, params, faults, result_file}``
-(``faults``: None or ``{"ber": float, "slip_lane": int}``, -1 = no slip) and writes
-:func:`sim.workloads.result_record` as JSON to ``result_file``: at least ``cycles``,
-``bit_exact``, ``error``, ``stats``, ``replays`` and ``relocks`` (summed over every link);
-optional ``crc_errors``, ``flips``, ``slips`` and per-port ``tx_bytes``/``rx_bytes``.
-docs/demo.md.
+The fabric testbench gets ``test_args = {workload, seed, params, faults, results_file}``
+(``faults``: None or ``{"ber": float, "slip_lane": int}``, -1 = no slip) and writes a JSON
+object to ``results_file`` (``tb.fabric.fabric_tb.FabricTB.report``) with ``cycles``,
+``replays`` and ``relocks`` (summed over every link), ``endpoints`` (per port:
+``sent_bytes``, ``received_bytes``, ``crc_errors``, ``flips``, ...) and, from
+:func:`sim.workloads.result_record`, ``bit_exact``, ``error`` and ``stats``. A missing
+``bit_exact`` counts as True only if the cocotb test passed. docs/demo.md.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ BLOCK = "fabric"
 TB_MODULE = "tb.fabric.test_fabric"
 TB_TESTCASE = "test_workload"
 #: Amaranth-simulator runner of the same testbench: ``fn(params, test_args, seed, waves)``
-#: returns the results dict (or writes ``test_args["result_file"]``).
+#: returns the results dict (or writes ``test_args["results_file"]``).
 AMARANTH_RUNNER = ("tb.fabric.amaranth_fabric", "run_workload")
 SLOT_BYTES = 16
 
@@ -153,7 +154,7 @@ def _run_ideal(name, n, seed, wparams, n_chunks) -> dict:
     except AssertionError as exc:
         error = str(exc)
     return {"cycles": res["cycles"], "bit_exact": error is None, "error": error,
-            "stats": w.stats(), "replays": 0, "relocks": 0,
+            "stats": w.stats(), "replays": 0, "relocks": 0, "crc_errors": 0,
             "wall_s": time.perf_counter() - t0}
 
 
@@ -164,7 +165,7 @@ def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
     if result_file.exists():
         result_file.unlink()
     test_args = {"workload": name, "seed": seed, "params": wparams,
-                 "faults": faults, "result_file": str(result_file)}
+                 "faults": faults, "results_file": str(result_file)}
     t0 = time.perf_counter()
     failure = None
     if args.sim == "amaranth":
@@ -195,14 +196,29 @@ def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
         return {"cycles": None, "bit_exact": False, "stats": None, "replays": None,
                 "relocks": None, "wall_s": time.perf_counter() - t0,
                 "error": failure or f"the testbench wrote no {result_file}"}
-    res = json.loads(result_file.read_text())
-    res.setdefault("error", None)
-    if failure and res.get("bit_exact"):
-        res["bit_exact"] = False        # the run failed for another reason
-        res["error"] = failure
-    elif failure and not res["error"]:
-        res["error"] = failure
+    res = _normalize(json.loads(result_file.read_text()), failure)
     res["wall_s"] = time.perf_counter() - t0
+    return res
+
+
+def _normalize(res: dict, failure: str | None) -> dict:
+    """Fill the demo's keys from a testbench results record: per-port ``tx_bytes``/
+    ``rx_bytes`` and sums of ``crc_errors``/``flips`` from ``endpoints``; ``bit_exact``
+    False whenever the cocotb test failed."""
+    eps = res.get("endpoints") or []
+    if eps and "tx_bytes" not in res:
+        res["tx_bytes"] = [int(x.get("sent_bytes", 0)) for x in eps]
+        res["rx_bytes"] = [int(x.get("received_bytes", 0)) for x in eps]
+    for key in ("crc_errors", "flips"):
+        if key not in res and eps and all(key in x for x in eps):
+            res[key] = sum(int(x[key]) for x in eps)
+    if not res.get("stats") and "tx_bytes" in res:
+        res["stats"] = {"bytes_moved": sum(res["tx_bytes"]), "tx_bytes": res["tx_bytes"],
+                        "rx_bytes": res["rx_bytes"]}
+    res.setdefault("error", None)
+    res["bit_exact"] = bool(res.get("bit_exact", True)) and failure is None
+    if failure and not res["error"]:
+        res["error"] = failure
     return res
 
 
@@ -308,7 +324,7 @@ def _fmt_faults(f):
 
 def _table(report, out: Path, plots):
     head = ("workload", "lanes", "bytes moved", "cycles", "goodput/port rx mean (max)",
-            "speedup", "replays", "relocks", "bit-exact", "seed")
+            "speedup", "replays", "CRC errors", "relocks", "bit-exact", "seed")
     lines = []
     for r in report["runs"]:
         g = r["goodput"]["rx"]
@@ -319,6 +335,7 @@ def _table(report, out: Path, plots):
                       f"{r['cycles']:,}" if r.get("cycles") else "-", gp,
                       f"{r['speedup']:.2f}x" if r.get("speedup") else "",
                       "-" if r.get("replays") is None else str(r["replays"]),
+                      "-" if r.get("crc_errors") is None else str(r["crc_errors"]),
                       "-" if r.get("relocks") is None else str(r["relocks"]),
                       "yes" if r["bit_exact"] else "NO", str(r["seed"])))
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
