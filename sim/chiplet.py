@@ -39,7 +39,8 @@ __all__ = [
     "TAG_BITS", "ADDR_BITS", "MAX_TL_PER_DL", "Opcode", "Status", "VC", "TL_HEADER",
     "PORT_BEAT", "DL_HEADER", "DL_TRAILER", "LENGTHS", "length_code", "opcode_vc",
     "data_slots", "Message", "message_slots", "pack_tl", "unpack_tl", "DLHeader",
-    "dl_frame", "dl_parse", "crc32", "crc_syndromes", "switch_kind",
+    "dl_frame", "dl_parse", "crc32", "crc_syndromes", "switch_kind", "PhyTx", "PhyRx",
+    "check_phy_params", "MAX_START_EVERY",
     "LinkParams", "MemoryModel", "dl_flit_slots", "VECTORS", "PHY_WORD", "TL_FLIT", "STATUS",
 ]
 
@@ -395,6 +396,98 @@ def flit_to_slots(flit: bytes) -> list[int]:
 
 def slots_to_flit(slots: list[int]) -> bytes:
     return b"".join(int(s).to_bytes(16, "little") for s in slots)
+
+
+# -- PHY framing over a 2-lane 64b/66b PCS (rtl/chiplet/phy.py) -----------------------------
+
+#: Most DL flits between two START rows (``start_every``) the PHY adapters accept.
+MAX_START_EVERY = 4096
+
+
+def check_phy_params(tl_per_dl: int, start_every: int) -> None:
+    """Validate the PHY adapter parameters or raise ValueError naming the bad value."""
+    if not isinstance(tl_per_dl, int) or isinstance(tl_per_dl, bool):
+        raise ValueError(f"tl_per_dl={tl_per_dl!r} must be an int")
+    _check_tl_per_dl(tl_per_dl)
+    if (not isinstance(start_every, int) or isinstance(start_every, bool)
+            or not 1 <= start_every <= MAX_START_EVERY):
+        raise ValueError(f"start_every={start_every!r} must be an int in 1..{MAX_START_EVERY}")
+
+
+class PhyTx:
+    """Row by row model of :class:`rtl.chiplet.phy.PhyToPcs`.
+
+    :meth:`row` gets the word offered this row (``(data, first)`` or None) and returns
+    ``(row, consumed)``: ``row`` is ``("start",)``, ``("idle",)`` or ``("data", data)``.
+    A flit's first word goes out without a START row only if the previous row sent was the
+    last slot of a complete flit and fewer than ``start_every`` flits began since the last
+    START row. Marker rows (the PCS not ready) are not rows here: they change nothing.
+    """
+
+    def __init__(self, tl_per_dl: int = 4, start_every: int = 16):
+        check_phy_params(tl_per_dl, start_every)
+        self.L = dl_flit_slots(tl_per_dl)
+        self.K = start_every
+        self.pos = 0
+        self.chain = False
+        self.since = 0
+        self.started = False
+        self.start_rows = 0
+
+    def row(self, word):
+        if word is None:
+            self.chain = False
+            return ("idle",), False
+        data, first = word
+        if first and not self.started and (not self.chain or self.since == self.K):
+            self.started, self.since, self.chain = True, 0, False
+            self.start_rows += 1
+            return ("start",), False
+        self.started = False
+        if first:
+            self.pos, self.chain = 1, False
+            self.since = min(self.K, self.since + 1)
+        elif self.pos:
+            self.chain = self.pos == self.L - 1
+            self.pos = 0 if self.chain else self.pos + 1
+        else:
+            self.chain = False
+        return ("data", data), True
+
+
+class PhyRx:
+    """Row by row model of :class:`rtl.chiplet.phy.PcsToPhy`.
+
+    :meth:`row` takes a received row — ``("start",)``, ``("idle",)``, ``("data", d)`` or
+    ``("error", d)`` (anything else: an ERROR block, a damaged row) — and returns the word
+    it delivers, ``(data, first)``, or None.
+    """
+
+    def __init__(self, tl_per_dl: int = 4):
+        check_phy_params(tl_per_dl, 1)
+        self.L = dl_flit_slots(tl_per_dl)
+        self.armed = False
+        self.pos = 0
+
+    def row(self, row):
+        kind = row[0]
+        data = row[1] if len(row) > 1 else 0
+        if kind == "start":
+            self.armed, self.pos = True, 0
+            return None
+        if self.armed:
+            self.armed, self.pos = False, 1
+            return (data, True)
+        if self.pos == self.L:
+            if kind == "idle":
+                self.pos = 0
+                return None
+            self.pos = 1
+            return (data, True)
+        if self.pos:
+            self.pos += 1
+            return (data, False)
+        return (data, False) if kind == "data" else None
 
 
 # -- parameters shared with the RTL -----------------------------------------------------------

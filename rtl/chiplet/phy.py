@@ -1,15 +1,23 @@
 """PHY adapters between the chiplet's DL (128-bit slots + ``first``) and a 2-lane 64b/66b
 PCS (``rtl/pcs``): :class:`PhyToPcs` (transmit) and :class:`PcsToPhy` (receive).
 
-See docs/protocol.md, section "PHY mapping and the PCS".
+DL flits have a fixed length (``4 * tl_per_dl + 1`` slots), so the flit delimiter does not
+need a row of its own before every flit: a flit that follows the previous flit back to back
+(no IDLE row between them; marker rows do not count, the PCS receiver removes them) is
+delimited by position alone, and a START row is sent only before a flit that does not
+follow back to back, and at least once every ``start_every`` flits so that a receiver that
+lost the count (a lost or extra row, a realignment) finds the boundaries again. The rules
+are those of :func:`sim.chiplet.phy_rows` / :func:`sim.chiplet.phy_words` (the model the
+unit tests compare against). See docs/protocol.md, section "PHY mapping and the PCS".
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from sim.chiplet import check_phy_params, dl_flit_slots
 from sim.pcs import WORD, BlockType, control_word
 
 from .common import PHY_WORD
@@ -18,13 +26,42 @@ __all__ = ["PhyToPcs", "PcsToPhy"]
 
 
 class PhyToPcs(wiring.Component):
-    """Chiplet PHY words → 2-lane PCS rows: a START row before each DL flit, then one data
-    row (two 64-bit data words) per slot. ``first`` becomes the START block (the flit
-    delimiter in the block type); ``o_phy.ready`` drops for the START row and marker rows.
+    """Chiplet PHY words → 2-lane PCS rows: one data row (two 64-bit data words) per slot,
+    and a START row (START block, IDLE block) before a DL flit only when needed.
 
-    Timing: combinational (the PCS transmitter registers); one START row per DL flit."""
+    A flit's first slot (``first``) goes out without a START row when the previous row
+    this adapter sent was the last slot of a complete flit (so no IDLE row came between;
+    PCS marker rows may) and fewer than ``start_every`` flits have gone out since the last
+    START row; otherwise a START row goes first. ``start_every = 1`` puts a START row before
+    every flit (the original framing, one extra row per flit).
 
-    def __init__(self):
+    Parameters
+    ----------
+    tl_per_dl : int
+        The chiplet's ``tl_per_dl`` (flit length ``4 * tl_per_dl + 1`` slots); 1..32.
+    start_every : int
+        A START row at least once every this many DL flits (1..4096).
+
+    Members
+    -------
+    i_word : In(stream.Signature(PHY_WORD))
+        DL words from the chiplet's ``o_phy``; ``ready`` is low for START rows and while
+        the PCS transmitter sends a marker row.
+    o_row : Out(stream.Signature(ArrayLayout(WORD, 2)))
+        Rows to ``PcsTx.i_data`` (2 lanes); ``valid`` low makes the PCS send an IDLE row,
+        which breaks the back-to-back chain.
+
+    Timing
+    ------
+    Combinational (the PCS transmitter registers). Throughput: one slot per row, plus one
+    START row per ``start_every`` flits when flits are back to back (and one per flit
+    otherwise). Reset: no chain (the first flit gets a START row).
+    """
+
+    def __init__(self, tl_per_dl: int = 4, start_every: int = 16):
+        check_phy_params(tl_per_dl, start_every)
+        self.tl_per_dl = tl_per_dl
+        self.start_every = start_every
         super().__init__({
             "i_word": In(stream.Signature(PHY_WORD.layout())),
             "o_row": Out(stream.Signature(data.ArrayLayout(WORD.layout(), 2))),
@@ -32,29 +69,78 @@ class PhyToPcs(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        started = Signal()          # START row of the current first slot already sent
+        L = dl_flit_slots(self.tl_per_dl)
+        K = self.start_every
+        pos = Signal(range(L + 1))       # slots of the current flit sent so far
+        chain = Signal()                 # the last row sent ended a complete flit
+        since = Signal(range(K + 1))     # flits begun since the last START row (saturating)
+        started = Signal()               # START row for the current first slot already sent
         w = self.i_word.payload
         row = self.o_row.payload
+        take = self.o_row.valid & self.o_row.ready
+        need_start = w.first & ~started & (~chain | (since == K))
         m.d.comb += self.o_row.valid.eq(self.i_word.valid)
-        with m.If(w.first & ~started):
+        with m.If(need_start):
             m.d.comb += [row[0].data.eq(control_word(BlockType.START)), row[0].ctrl.eq(1),
                          row[1].data.eq(control_word(BlockType.IDLE)), row[1].ctrl.eq(1)]
-            with m.If(self.i_word.valid & self.o_row.ready):
-                m.d.sync += started.eq(1)
+            with m.If(take):
+                m.d.sync += [started.eq(1), since.eq(0), chain.eq(0)]
         with m.Else():
             m.d.comb += [row[0].data.eq(w.data[:64]), row[1].data.eq(w.data[64:]),
                          self.i_word.ready.eq(self.o_row.ready)]
-            with m.If(self.i_word.valid & self.o_row.ready):
+            with m.If(take):
                 m.d.sync += started.eq(0)
+                with m.If(w.first):
+                    m.d.sync += [pos.eq(1), chain.eq(0)]
+                    with m.If(since != K):
+                        m.d.sync += since.eq(since + 1)
+                with m.Elif(pos != 0):
+                    m.d.sync += [pos.eq(Mux(pos == L - 1, 0, pos + 1)), chain.eq(pos == L - 1)]
+                with m.Else():
+                    m.d.sync += chain.eq(0)                  # a word outside a flit
+        # an IDLE row goes out (PCS ready, nothing offered): the chain is broken
+        with m.If(self.o_row.ready & ~self.o_row.valid):
+            m.d.sync += chain.eq(0)
         return m
 
 
 class PcsToPhy(wiring.Component):
-    """2-lane PCS rows → chiplet PHY words: a START row arms ``first`` for the next data
-    row; data rows become slots; IDLE, ERROR and other rows are dropped (a lost row shows
-    up at the DL as a short flit or a sequence gap). Timing: 1 cycle (registered)."""
+    """2-lane PCS rows → chiplet PHY words, finding DL flit boundaries by START rows and
+    by position.
 
-    def __init__(self):
+    A START row arms ``first`` for the next row (the transmitter always sends the first
+    slot right after it; a damaged one becomes a garbage first slot). After the last slot of a flit
+    (``4 * tl_per_dl + 1`` slots), a data row that follows directly is the first slot of the
+    next flit; an IDLE row there ends the chain (the receiver then waits for a START row).
+    Inside a flit, every non-START row — data, or a row the PCS delivered as ERROR or
+    otherwise damaged — counts as one slot (a damaged row becomes a slot with garbage data,
+    which the DL CRC rejects), so a damaged row does not shift the boundaries; a damaged
+    row at a boundary is taken as the first slot of a chained flit. Outside a flit, data
+    rows pass with ``first = 0`` (the DL ignores them) until a START row. If the count is
+    ever wrong (a row lost or added, e.g. at a PCS realignment, or a damaged START row), the
+    next START row (at least one every ``start_every`` flits from :class:`PhyToPcs`)
+    restores it.
+
+    Parameters
+    ----------
+    tl_per_dl : int
+        The chiplet's ``tl_per_dl``; 1..32 (must equal the transmitter's).
+
+    Members
+    -------
+    i_row : In(Signature(payload=ArrayLayout(WORD, 2), valid=1))
+        Rows from ``PcsRx.o_data`` (always ready).
+    o_word : Out(stream.Signature(PHY_WORD))
+        Words to the chiplet's ``i_phy`` (which is always ready).
+
+    Timing
+    ------
+    1 cycle (registered). One word per row. Reset: no flit, not armed (waits for a START).
+    """
+
+    def __init__(self, tl_per_dl: int = 4):
+        check_phy_params(tl_per_dl, 1)
+        self.tl_per_dl = tl_per_dl
         super().__init__({
             "i_row": In(wiring.Signature({
                 "payload": Out(data.ArrayLayout(WORD.layout(), 2)), "valid": Out(1)})),
@@ -63,14 +149,35 @@ class PcsToPhy(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        L = dl_flit_slots(self.tl_per_dl)
         armed = Signal()
+        pos = Signal(range(L + 1))       # 0: outside a flit; L: a flit just ended
         r = self.i_row.payload
+        is_data = ~r[0].ctrl & ~r[1].ctrl
+        is_start = r[0].ctrl & (r[0].data[:8] == BlockType.START)
+        is_idle = (r[0].ctrl & (r[0].data[:8] == BlockType.IDLE)
+                   & r[1].ctrl & (r[1].data[:8] == BlockType.IDLE))
         m.d.sync += self.o_word.valid.eq(0)
+        m.d.sync += self.o_word.payload.data.eq(Cat(r[0].data, r[1].data))
+
+        def slot(first):
+            m.d.sync += [self.o_word.valid.eq(1), self.o_word.payload.first.eq(first)]
+
         with m.If(self.i_row.valid):
-            with m.If(~r[0].ctrl & ~r[1].ctrl):
-                m.d.sync += [self.o_word.valid.eq(1), self.o_word.payload.data.eq(
-                    Cat(r[0].data, r[1].data)), self.o_word.payload.first.eq(armed),
-                    armed.eq(0)]
-            with m.Elif(r[0].ctrl & (r[0].data[:8] == BlockType.START)):
-                m.d.sync += armed.eq(1)
+            with m.If(is_start):
+                m.d.sync += [armed.eq(1), pos.eq(0)]
+            with m.Elif(armed):
+                slot(1)                                      # the row after START: first
+                m.d.sync += [armed.eq(0), pos.eq(1)]
+            with m.Elif(pos == L):
+                with m.If(is_idle):
+                    m.d.sync += pos.eq(0)                    # chain broken: wait for START
+                with m.Else():
+                    slot(1)                                  # chained flit (or damaged row)
+                    m.d.sync += pos.eq(1)
+            with m.Elif(pos != 0):
+                slot(0)                                      # inside a flit: always a slot
+                m.d.sync += pos.eq(pos + 1)
+            with m.Elif(is_data):
+                slot(0)                                      # outside a flit: DL ignores
         return m
