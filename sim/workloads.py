@@ -39,7 +39,7 @@ Interface (the fabric testbench codes against these names)
     ``wire_bytes`` (sent, with 16-byte header slots and acknowledgements).
 ``result_record(w, cycles, replays, relocks, **extra) -> dict``
     The workload's part of the record the fabric testbench writes (as JSON) to
-    ``test_args["results_file"]`` for ``fusionfabric demo``: it runs ``check()`` and never
+    ``test_args["result_file"]`` for ``fusionfabric demo``: it runs ``check()`` and never
     raises for a mismatch (``bit_exact`` False, ``error`` the message), so write it, then
     fail.
 

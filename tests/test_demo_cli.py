@@ -117,7 +117,7 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
                           **test_args["params"])
         res = IdealNetwork(params["n_endpoints"], seed).run(w)
         faults = test_args["faults"]
-        with open(test_args["results_file"], "w") as f:
+        with open(test_args["result_file"], "w") as f:
             json.dump(result_record(w, res["cycles"], replays=3 if faults else 0,
                                     relocks=1 if faults else 0), f)
         return None
@@ -134,7 +134,11 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     assert c["block"] == "fabric" and c["module"] == "tb.fabric.test_fabric"
     assert c["sim"] == "icarus" and c["seed"] == 4 and c["waves"] is False
     assert c["params"]["n_endpoints"] == 4 and c["params"]["n_chunks"] == 4
+    slip_at = c["test_args"]["faults"].pop("slip_at")
     assert c["test_args"]["faults"] == {"ber": 1e-4, "slip_lane": 2}
+    # mid-run: half the ring's cycles on the ideal network (the RTL is slower)
+    ring = make_workload("allreduce-ring", 4, 4, n_elems=256)
+    assert slip_at == IdealNetwork(4, 4, n_chunks=4).run(ring)["cycles"] // 2
     assert calls[0]["test_args"]["faults"] is None
     assert c["test_args"]["params"] == {"n_elems": 256}
     assert calls[0]["test_args"]["params"] == {"n_elems": 256, "n_chunks": 4}
@@ -144,7 +148,7 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     assert [r["relocks"] for r in report["runs"]] == [0, 0, 1, 1]
 
 
-def test_rtl_path_missing_results_file(capsys, tmp_path, monkeypatch):
+def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
     from tb.common import runner
 
     def failing_run(*a, **kw):
@@ -173,6 +177,7 @@ def test_rtl_path_missing_results_file(capsys, tmp_path, monkeypatch):
     (["--slip", "16"], "--slip '16' must be in -1 .. 15"),
     (["--faults"], "--faults needs the RTL fabric"),
     (["--waves"], "--waves needs the RTL fabric"),
+    (["--slip-at", "100"], "--slip-at needs the RTL fabric"),
     (["--set", "am_period=3"], "only n_chunks=N applies to --engine ideal"),
     (["--faults", "--no-faults"], "not allowed with argument"),
 ])
@@ -200,16 +205,17 @@ def test_testbench_report_schema_is_read(capsys, tmp_path, monkeypatch):
                 "crc_errors": e, "flips": 2 * e} for e in range(4)]
         rec = {"workload": test_args["workload"], "cycles": 1000, "replays": 5,
                "relocks": 2, "endpoints": eps}
-        with open(test_args["results_file"], "w") as f:
+        with open(test_args["result_file"], "w") as f:
             json.dump(rec, f)
 
     monkeypatch.setattr(runner, "run", fake_run)
     monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
     rc = main(["demo", "--sim", "verilator", "--out", str(tmp_path), *FAST, "--faults",
-               "--workloads", "allreduce-ring", "--json"])
+               "--slip-at", "300", "--workloads", "allreduce-ring", "--json"])
     out, _ = capsys.readouterr()
     assert rc == 0
     [r] = json.loads(out)["runs"]
+    assert r["faults"] == {"ber": 1e-5, "slip_lane": 1, "slip_at": 300}
     assert r["bit_exact"] and r["stats"]["bytes_moved"] == 2048
     assert (r["crc_errors"], r["flips"], r["replays"], r["relocks"]) == (6, 12, 5, 2)
     assert r["goodput"]["rx"] == [pytest.approx((512 + 64 * e) / 16000) for e in range(4)]

@@ -11,9 +11,10 @@ port, reduction speedup over the ring, replays, relocks, bit-exact, seed), write
 ``--engine ideal`` plays the same workloads on :class:`sim.workloads.IdealNetwork`
 (pure Python, loss-free links of one slot per cycle), for a quick look without RTL.
 
-The fabric testbench gets ``test_args = {workload, seed, params, faults, results_file}``
-(``faults``: None or ``{"ber": float, "slip_lane": int}``, -1 = no slip) and writes a JSON
-object to ``results_file`` (``tb.fabric.fabric_tb.FabricTB.report``) with ``cycles``,
+The fabric testbench (``tb.fabric.test_fabric.test_workload``) gets ``test_args =
+{workload, seed, params, faults, result_file}`` (``faults``: None or ``{"ber": float,
+"slip_lane": int, "slip_at": int}``, lane -1 = no slip) and writes a JSON object to
+``result_file`` (``tb.fabric.fabric_tb.FabricTB.write_results``) with ``cycles``,
 ``replays`` and ``relocks`` (summed over every link), ``endpoints`` (per port:
 ``sent_bytes``, ``received_bytes``, ``crc_errors``, ``flips``, ...) and, from
 :func:`sim.workloads.result_record`, ``bit_exact``, ``error`` and ``stats``. A missing
@@ -42,7 +43,7 @@ BLOCK = "fabric"
 TB_MODULE = "tb.fabric.test_fabric"
 TB_TESTCASE = "test_workload"
 #: Amaranth-simulator runner of the same testbench: ``fn(params, test_args, seed, waves)``
-#: returns the results dict (or writes ``test_args["results_file"]``).
+#: returns the results dict (or writes ``test_args["result_file"]``).
 AMARANTH_RUNNER = ("tb.fabric.amaranth_fabric", "run_workload")
 SLOT_BYTES = 16
 
@@ -80,6 +81,9 @@ def add_arguments(p):
     p.add_argument("--slip", default="1",
                    help="lane slipped by one bit mid-run in the fault runs (lane index of "
                         "rtl.fabric.lane_index; -1: none; default 1)")
+    p.add_argument("--slip-at", default=None,
+                   help="cycle after the traffic starts at which the lane slips (default: "
+                        "half the workload's cycles on the ideal network, i.e. mid-run)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="fabric parameter (n_chunks, am_period, rx_credits, ...)")
     p.add_argument("--waves", action="store_true", help="write FST traces (RTL runs)")
@@ -165,7 +169,7 @@ def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
     if result_file.exists():
         result_file.unlink()
     test_args = {"workload": name, "seed": seed, "params": wparams,
-                 "faults": faults, "results_file": str(result_file)}
+                 "faults": faults, "result_file": str(result_file)}
     t0 = time.perf_counter()
     failure = None
     if args.sim == "amaranth":
@@ -243,6 +247,7 @@ def run(args):
     seed = _num(args.seed, "seed", int, 0, 2**32 - 1)
     ber = _num(args.ber, "ber", float, 0.0, 1e-2)
     slip = _num(args.slip, "slip", int, -1, 4 * n - 1)
+    slip_at = None if args.slip_at is None else _num(args.slip_at, "slip-at", int, 0, 10**8)
     names = [s.strip() for s in str(args.workloads).split(",") if s.strip()]
     for s in names:
         if s not in WORKLOAD_ORDER:
@@ -259,6 +264,8 @@ def run(args):
     else:
         fault = {"ber": ber, "slip_lane": slip}
         passes = {"both": [None, fault], "none": [None], "only": [fault]}[args.faults]
+    if args.engine == "ideal" and args.slip_at is not None:
+        raise CliError("--slip-at needs the RTL fabric (--engine rtl)")
     params = _fabric_params(args, n)
     n_chunks = int(params.get("n_chunks", 16))
     wparams = _workload_params(args, n, n_chunks)
@@ -284,6 +291,12 @@ def run(args):
             if args.engine == "ideal":
                 res = _run_ideal(name, n, seed, wparams[name], n_chunks)
             else:
+                if faults and faults["slip_lane"] >= 0:
+                    at = slip_at
+                    if at is None:       # mid-run: the RTL is slower than the ideal network
+                        at = max(1, _run_ideal(name, n, seed, wparams[name],
+                                               n_chunks)["cycles"] // 2)
+                    faults = {**faults, "slip_at": at}
                 res = _run_rtl(args, name, n, seed, wparams[name], params, faults, out)
             res.update(workload=name, faults=faults, seed=seed, params=wparams[name],
                        goodput=_goodput(res, n))
