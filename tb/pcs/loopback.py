@@ -22,10 +22,10 @@ def _walk(obj, path):
 
 class PcsLoopback(wiring.Component):
     def __init__(self, n_lanes: int = 4, am_period: int = 64, max_skew: int = 4,
-                 ber_window: int = 19531):
-        self.tx = PcsTx(n_lanes, am_period)
-        self.rx = PcsRx(n_lanes, am_period, max_skew, ber_window)
-        self.n_lanes, self.am_period = n_lanes, am_period
+                 ber_window: int = 19531, serdes_width: int = 66):
+        self.tx = PcsTx(n_lanes, am_period, serdes_width)
+        self.rx = PcsRx(n_lanes, am_period, max_skew, ber_window, serdes_width)
+        self.n_lanes, self.am_period, self.serdes_width = n_lanes, am_period, serdes_width
         self.max_skew, self.ber_window = max_skew, ber_window
         members = {**self.tx.signature.members, **self.rx.signature.members}
         super().__init__(members)

@@ -9,11 +9,18 @@ the transmitter accepted and sent, (4) pushes the transmitter's lanes through th
 end the transmitter's lanes are checked block for block against :func:`sim.pcs.transmit`
 of the rows it accepted, and the delivered rows against the sent rows (contiguous runs).
 
+With ``serdes_width`` W = 32/64 the lanes carry W-bit words (the gearboxes of both ends
+are in the loop) and every time in blocks becomes ``66/W`` times as many cycles
+(:meth:`PcsTb.cyc`).
+
 Test arguments (``test_args``): ``cycles`` (base length), ``ber`` (bit error rate of the
-error test), ``idle`` (source idle probability).
+error test), ``idle`` (source idle probability), ``slips`` (slips of the slip test),
+``sweep`` (slip amounts of ``test_slip_sweep``, default 1..65).
 """
 
 from __future__ import annotations
+
+import math
 
 import cocotb
 import numpy as np
@@ -47,10 +54,13 @@ class PcsTb(TB):
         self.P = int(p["am_period"])
         self.S = int(p["max_skew"])
         self.W = int(p["ber_window"])
+        self.width = int(p.get("serdes_width", 66))
         self.src = StreamSource(dut, "i_data", self.clk, self.rng,
                                 idle=float(self.args.get("idle", 0.2)), watchdog=self.watchdog)
-        self.channel = LaneChannel(self.n, 66, make_rng(1), slack=2)
-        self.model = pcs.Receiver(self.n, self.P, self.S, self.W)
+        # slack (words) so that a slip may delete up to 2 blocks' worth of pending bits
+        self.slack = math.ceil(132 / self.width)
+        self.channel = LaneChannel(self.n, self.width, make_rng(1), slack=self.slack)
+        self.model = pcs.make_receiver(self.n, self.P, self.S, self.W, self.width)
         self.events: dict[int, list] = {}
         self.cycle = 0
         self.sent_rows: list[tuple] = []     # rows the transmitter accepted (or idled)
@@ -64,6 +74,14 @@ class PcsTb(TB):
         self.ids = [getattr(dut, f"o_lane_id__{k}") for k in range(self.n)]
         self.bips = [getattr(dut, f"o_bip_errors__{k}") for k in range(self.n)]
         self.slips = [getattr(dut, f"o_slips__{k}") for k in range(self.n)]
+
+    def cyc(self, blocks: float) -> int:
+        """Cycles that carry ``blocks`` blocks per lane (``blocks`` for W = 66)."""
+        return math.ceil(blocks * 66 / self.width)
+
+    def core_steps(self) -> int:
+        """Blocks the receiver's 66-bit part has processed (its cycles)."""
+        return getattr(self.model, "core", self.model).cycle
 
     def at(self, cycle: int, fn) -> None:
         """Run ``fn(channel)`` just before the transmitter's row of ``cycle`` enters it."""
@@ -173,19 +191,21 @@ class PcsTb(TB):
 
     # -- end-of-test checks ----------------------------------------------------------------
     def check_tx(self) -> None:
+        """The transmitter's lanes, word for word, against :func:`sim.pcs.transmit` of the
+        rows it accepted, serialized to W bits (:func:`sim.pcs.serialize`)."""
         d = [w for row in self.sent_rows for w, _ in row]
         c = [c for row in self.sent_rows for _, c in row]
         tx = pcs.transmit(d, c, self.n, self.P)
-        blocks = [tx.blocks(k) for k in range(self.n)]
-        # the row accepted in the last cycle is not on the lanes yet
-        rows = min(len(blocks[0]), len(self.tx_out))
-        assert len(self.tx_out) >= len(blocks[0]) - 1, (len(self.tx_out), len(blocks[0]))
-        assert rows > len(self.sent_rows) // 2
+        words = [pcs.serialize(tx.blocks(k), self.width) for k in range(self.n)]
+        # the row accepted in the last cycle is not (wholly) on the lanes yet
+        rows = min(len(words[0]), len(self.tx_out))
+        assert len(self.tx_out) >= len(words[0]) - 2, (len(self.tx_out), len(words[0]))
+        assert rows * self.width > len(self.sent_rows) * 66 // 2
         for r in range(rows):
             for k in range(self.n):
-                assert self.tx_out[r][k] == blocks[k][r], (
-                    f"tx row {r} lane {k}: rtl {self.tx_out[r][k]:017x} model "
-                    f"{blocks[k][r]:017x} (seed {self.seed})")
+                assert self.tx_out[r][k] == words[k][r], (
+                    f"tx word {r} lane {k}: rtl {self.tx_out[r][k]:017x} model "
+                    f"{words[k][r]:017x} (W={self.width}, seed {self.seed})")
 
     def check_runs(self, allow_errors_in=()) -> int:
         """Delivered rows form runs of consecutive sent rows. A run may only restart (jump)
@@ -224,22 +244,28 @@ class PcsTb(TB):
         return np.array([t["link_up"] for t in self.trace])
 
 
+def _max_skew_words(tb: PcsTb) -> int:
+    """Largest whole-word channel skew always absorbed: ``(max_skew - 1)`` blocks' worth of
+    bits (a bit offset may add one block)."""
+    return max(0, tb.S - 1) * 66 // tb.width
+
+
 def _skew_and_offsets(tb: PcsTb, rng) -> list[int]:
-    """Random whole-word skew (0..max_skew-1: a bit offset may add one cycle) and bit
-    offset per lane, a random permutation; returns the skews."""
-    skews = [int(rng.integers(0, max(1, tb.S))) for _ in range(tb.n)]
+    """Random whole-word skew (up to max_skew-1 blocks' worth: a bit offset may add one
+    block) and bit offset per lane, a random permutation; returns the skews in blocks."""
+    skews = [int(rng.integers(0, _max_skew_words(tb) + 1)) for _ in range(tb.n)]
     for k, s in enumerate(skews):
         tb.channel.skew(k, s)
         tb.channel.slip(k, int(rng.integers(1, 66)))
     tb.channel.permute(list(rng.permutation(tb.n)))
-    return skews
+    return [s * tb.width // 66 for s in skews]
 
 
 @cocotb.test()
 async def test_loopback(dut):
     """Random data and control words, idle gaps, skew, bit offsets, permutation."""
     tb = PcsTb(dut)
-    cycles = int(tb.args.get("cycles", 250)) + 8 * tb.P
+    cycles = tb.cyc(int(tb.args.get("cycles", 250)) + 8 * tb.P)
     rng = make_rng(2)
     skews = _skew_and_offsets(tb, rng)
     for s in skews:
@@ -260,13 +286,14 @@ async def test_skew_max(dut):
     """Every lane skewed, one of them by max_skew - 1 words plus a bit offset (the most
     the receiver can take: max_skew cycles), the rest at random; reversed lane order."""
     tb = PcsTb(dut)
-    cycles = int(tb.args.get("cycles", 250)) + 8 * tb.P
+    cycles = tb.cyc(int(tb.args.get("cycles", 250)) + 8 * tb.P)
     rng = make_rng(3)
     far = int(rng.integers(0, tb.n))
+    top = _max_skew_words(tb)
     for k in range(tb.n):
-        s = max(0, tb.S - 1) if k == far else int(rng.integers(0, max(1, tb.S)))
+        s = top if k == far else int(rng.integers(0, top + 1))
         tb.channel.skew(k, s)
-        sample_skew(s + (1 if tb.S else 0))
+        sample_skew(s * tb.width // 66 + (1 if tb.S else 0))
         if tb.S:
             tb.channel.slip(k, int(rng.integers(1, 66)))
     tb.channel.permute(list(range(tb.n))[::-1])
@@ -277,6 +304,19 @@ async def test_skew_max(dut):
     assert tb.check_runs() > cycles // 6
     assert tb.trace[-1]["link_up"] == 1
     export_coverage()
+
+
+def _check_relock(tb: PcsTb, lock, at: int, k: int, lane: int) -> None:
+    """A slip of ``k`` bits at cycle ``at`` on output lane ``lane``: locked before, lock
+    lost within 128 blocks (16 invalid headers in a window of 64), regained within
+    64 + 4*66 blocks after that (plus the channel slack and gearbox cycles)."""
+    assert lock[at - 1] == 1, f"lane {lane} not locked before the slip at {at}"
+    lost = at + int(np.argmax(lock[at:] == 0))
+    assert lock[lost] == 0 and lost - at <= tb.cyc(128) + tb.slack + 4, \
+        f"slip {k} at {at}: lock kept (seed {tb.seed})"
+    back = lost + int(np.argmax(lock[lost:] == 1))
+    assert lock[back] == 1 and back - lost <= tb.cyc(64 + 4 * 66) + 2, \
+        f"slip {k} at {at}: relock took {back - lost} cycles (seed {tb.seed})"
 
 
 @cocotb.test()
@@ -291,9 +331,9 @@ async def test_slip_relock(dut):
     # 130 bits (3 cycles with the sub-block rounding) of each other: max_skew >= 3 is enough
     tb.channel.permute(list(rng.permutation(tb.n)))
     net = [0] * tb.n
-    settle = 300 + 4 * tb.P
+    settle = tb.cyc(300 + 4 * tb.P)
     n_slips = int(tb.args.get("slips", 2))
-    gap = 450 + 4 * tb.P
+    gap = tb.cyc(450 + 4 * tb.P)
     plan = []
     for i in range(n_slips):
         lane = int(rng.integers(0, tb.n))
@@ -314,13 +354,9 @@ async def test_slip_relock(dut):
         out_lane = perm.index(lane)
         lock = np.array([t["block_lock"][out_lane] for t in tb.trace])
         # the slipped bits reach the receiver 2 cycles later (slack) at most
-        assert lock[at - 1] == 1, f"lane {out_lane} not locked before the slip at {at}"
+        _check_relock(tb, lock, at, k, out_lane)
         lost = at + int(np.argmax(lock[at:] == 0))
-        assert lock[lost] == 0 and lost - at <= 128 + 4, f"slip {k} at {at}: lock kept"
-        back = lost + int(np.argmax(lock[lost:] == 1))
-        assert lock[back] == 1 and back - lost <= 64 + 4 * 66, \
-            f"slip {k} at {at}: relock took {back - lost} blocks (seed {tb.seed})"
-        windows.append((at, lost + 8 + tb.S))
+        windows.append((at, lost + tb.cyc(8 + tb.S)))
     assert tb.trace[-1]["link_up"] == 1
     tb.check_runs(allow_errors_in=windows)
     export_coverage()
@@ -342,8 +378,8 @@ async def test_bit_errors_bip(dut):
     final = tb.trace[-1]
     assert all(final["am_lock"]), "marker lock lost at this error rate"
     # markers the receiver has checked: the lane's marker rows up to the row that reached
-    # the marker-lock stage (slack 2 + block register 1 + 1)
-    last_row = len(tb.trace) - 5
+    # the marker-lock stage (channel slack + block register 1 + 1, in blocks)
+    last_row = tb.core_steps() - math.ceil(tb.slack * tb.width / 66) - 3
     for k in range(tb.n):
         per_marker: dict[int, int] = {}
         for lane, b in tb.channel.flips:
@@ -371,26 +407,29 @@ async def test_header_burst(dut):
     then a burst of 40: lock lost, regained, link back up without reset."""
     tb = PcsTb(dut)
     lane = int(make_rng(5).integers(0, tb.n))
-    t0 = 300 + 3 * tb.P
-    for t in range(t0, t0 + 4 * 64, 64):
+    c = tb.cyc
+    t0 = c(300 + 3 * tb.P)
+    for i in range(4):
+        t = t0 + c(64 * i)
         tb.at(t, lambda ch: ch.hold(lane, 0))
-        tb.at(t + 8, lambda ch: ch.hold(lane, None))
-    t1 = t0 + 300
+        tb.at(t + c(8) - (tb.width != 66), lambda ch: ch.hold(lane, None))
+    t1 = t0 + c(300)
     tb.at(t1, lambda ch: ch.hold(lane, 0))
-    tb.at(t1 + 40, lambda ch: ch.hold(lane, None))
-    cycles = t1 + 450 + 4 * tb.P
+    tb.at(t1 + c(40), lambda ch: ch.hold(lane, None))
+    cycles = t1 + c(450 + 4 * tb.P)
     tb.send_rows(cycles)
     await tb.start()
     await tb.run_until(cycles)
     tb.check_tx()
     lock = np.array([t["block_lock"][lane] for t in tb.trace])
     hi = np.array([t["hi_ber"][lane] for t in tb.trace])
-    assert lock[t0 - 1] == 1 and all(lock[t0:t0 + 280] == 1), "lock lost by 8-header bursts"
+    assert lock[t0 - 1] == 1 and all(lock[t0:t0 + c(280)] == 1), \
+        "lock lost by 8-header bursts"
     if tb.W >= 400:
-        assert hi[t0:t0 + 300].any(), "hi_ber not raised by 4 x 8 bad headers"
-    assert (lock[t1:t1 + 42] == 0).any(), "lock kept through 40 bad headers"
+        assert hi[t0:t0 + c(300)].any(), "hi_ber not raised by 4 x 8 bad headers"
+    assert (lock[t1:t1 + c(42)] == 0).any(), "lock kept through 40 bad headers"
     assert tb.trace[-1]["link_up"] == 1 and lock[-1] == 1
-    tb.check_runs(allow_errors_in=[(t0, t0 + 280), (t1, t1 + 60 + tb.S)])
+    tb.check_runs(allow_errors_in=[(t0, t0 + c(280)), (t1, t1 + c(60 + tb.S))])
     export_coverage()
 
 
@@ -400,11 +439,11 @@ async def test_lane_stuck(dut):
     nothing is delivered. Released: the link comes up."""
     tb = PcsTb(dut)
     lane = int(make_rng(6).integers(0, tb.n))
-    value = [0, (1 << 66) - 1][int(make_rng(7).integers(0, 2))]
+    value = [0, (1 << tb.width) - 1][int(make_rng(7).integers(0, 2))]
     tb.channel.hold(lane, value)
-    release = 200 + 2 * tb.P
+    release = tb.cyc(200 + 2 * tb.P)
     tb.at(release, lambda ch: ch.hold(lane, None))
-    cycles = release + 350 + 4 * tb.P
+    cycles = release + tb.cyc(350 + 4 * tb.P)
     tb.send_rows(cycles)
     await tb.start()
     await tb.run_until(cycles)
@@ -412,4 +451,102 @@ async def test_lane_stuck(dut):
     assert all(t["link_up"] == 0 and not t["valid"] for t in tb.trace[:release])
     assert tb.trace[-1]["link_up"] == 1
     tb.check_runs()
+    export_coverage()
+
+
+@cocotb.test()
+async def test_slip_sweep(dut):
+    """Every slip amount in turn (``sweep``, default 1..65 bits), on a rotating lane, the
+    sign chosen to keep every lane within 65 bits of its start; each slip waits until the
+    lane has relocked and the link is up again (bounds of :func:`_check_relock`). Covers
+    every bin of ``pcs.slip_bits`` in one short run (use a small ``am_period``)."""
+    tb = PcsTb(dut)
+    amounts = [int(x) for x in str(tb.args.get("sweep", "1-65")).split("-")]
+    amounts = list(range(amounts[0], amounts[-1] + 1))
+    rng = make_rng(8)
+    tb.channel.permute(list(rng.permutation(tb.n)))
+    net = [0] * tb.n
+    budget = len(amounts) * tb.cyc(700 + 4 * tb.P) + tb.cyc(400 + 4 * tb.P)
+    tb.send_rows(budget)
+    await tb.start()
+    plan, windows = [], []
+    for i, k in enumerate(amounts):
+        # wait for the link to be up and steady (a whole marker period)
+        while True:
+            await tb.run_until(tb.cycle + 8)
+            up = tb.link_up_cycles()
+            steady = tb.cyc(tb.P + 8)
+            if len(up) > steady and up[-steady:].all():
+                break
+            assert tb.cycle < budget, f"link not back before slip {k} (seed {tb.seed})"
+        lane = i % tb.n
+        k_signed = -k if net[lane] > 0 else k
+        net[lane] += k_signed
+        at = tb.cycle + 2
+        tb.at(at, lambda ch, lane=lane, k=k_signed: ch.slip(lane, k))
+        plan.append((at, lane, k_signed))
+        sample_slip(k)
+    await tb.run_until(tb.cycle + tb.cyc(400 + 4 * tb.P))
+    perm = tb.channel.perm
+    for at, lane, k in plan:
+        out_lane = perm.index(lane)
+        lock = np.array([t["block_lock"][out_lane] for t in tb.trace])
+        _check_relock(tb, lock, at, k, out_lane)
+        lost = at + int(np.argmax(lock[at:] == 0))
+        windows.append((at, lost + tb.cyc(8 + tb.S)))
+    assert tb.trace[-1]["link_up"] == 1
+    tb.check_tx()
+    tb.check_runs(allow_errors_in=windows)
+    export_coverage()
+
+
+@cocotb.test()
+async def test_am_lock_order(dut):
+    """Every physical lane once as the first to gain marker lock (winner) and once as the
+    last (loser): all lanes held at zero until block lock is lost, lane ``L`` released
+    alone until it is marker-locked, then the others except lane ``L + 1``, which is
+    released last. The first/last marker-locked lanes are checked (and covered)."""
+    tb = PcsTb(dut)
+    n = tb.n
+    rng = make_rng(9)
+    tb.channel.permute(list(rng.permutation(n)))
+    budget = n * tb.cyc(1500 + 8 * tb.P) + tb.cyc(400 + 4 * tb.P)
+    tb.send_rows(budget)
+    await tb.start()
+
+    async def wait_for(cond, what):
+        while not cond(tb.trace[-1] if tb.trace else None):
+            await tb.run_until(tb.cycle + 1)
+            assert tb.cycle < budget, f"timeout waiting for {what} (seed {tb.seed})"
+
+    windows = []
+    for first in range(n):
+        last = (first + 1) % n
+        await wait_for(lambda t: t and t["link_up"], "link up")
+        t0 = tb.cycle
+        for p in range(n):
+            tb.at(tb.cycle + 1, lambda ch, p=p: ch.hold(p, 0))
+        await wait_for(lambda t: t and not any(t["block_lock"]) and not any(t["am_lock"]),
+                       "all lanes unlocked")
+        windows.append((t0, tb.cycle + tb.cyc(8 + tb.S)))
+        tb.at(tb.cycle + 1, lambda ch: ch.hold(first, None))
+        mark = len(tb.trace)
+        await wait_for(lambda t: t and t["am_lock"][first], f"lane {first} marker lock")
+        if n > 1:
+            for p in range(n):
+                if p not in (first, last):
+                    tb.at(tb.cycle + 1, lambda ch, p=p: ch.hold(p, None))
+            await wait_for(lambda t: t and all(t["am_lock"][p] for p in range(n) if p != last),
+                           "the other lanes' marker lock")
+            tb.at(tb.cycle + 1, lambda ch: ch.hold(last, None))
+        await wait_for(lambda t: t and all(t["am_lock"]), "all lanes marker-locked")
+        order = []
+        for t in tb.trace[mark - 1:]:
+            order += [p for p in range(n) if t["am_lock"][p] and p not in order]
+        assert order[0] == first and order[-1] == last, \
+            f"marker lock order {order}, want {first} first, {last} last (seed {tb.seed})"
+    await wait_for(lambda t: t and t["link_up"], "link up")
+    await tb.run_until(tb.cycle + tb.cyc(2 * tb.P))
+    tb.check_tx()
+    tb.check_runs(allow_errors_in=windows)
     export_coverage()
