@@ -152,14 +152,19 @@ def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
     from tb.common import runner
 
     def failing_run(*a, **kw):
-        raise runner.CocotbFailure("cocotb tb.fabric.test_fabric failed (seed 4)")
+        raise runner.CocotbFailure("cocotb tb.fabric.test_fabric failed (seed 4)\n"
+                                   "  test_workload: failure: links not up " + "x" * 2000 +
+                                   "\nTraceback (most recent call last):\n  more")
 
     monkeypatch.setattr(runner, "run", failing_run)
     monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
     rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
                "--no-faults", "--workloads", "allreduce-ring"])
     out, _ = capsys.readouterr()
-    assert rc == 1 and "failed (seed 4)" in out and "NO" in out
+    assert rc == 1 and "failed (seed 4)" in out and "run failed" in out
+    assert "links not up" in out and "Traceback" not in out and "x" * 500 not in out
+    report = json.loads((tmp_path / "demo.json").read_text())
+    assert "Traceback" in report["runs"][0]["error"]          # the full text is kept
 
 
 @pytest.mark.parametrize("argv,match", [

@@ -335,6 +335,16 @@ def _fmt_faults(f):
     return s + (f" + slip lane {f['slip_lane']}" if f.get("slip_lane", -1) >= 0 else "")
 
 
+def _brief(error: str, limit: int = 400) -> str:
+    """The first line of an error and the first failing test's message (the full text is
+    in demo.json)."""
+    lines = [l for l in str(error).splitlines() if l.strip()]
+    keep = lines[:1] + [l.strip() for l in lines[1:] if ": failure: " in l or
+                        ": error: " in l][:1]
+    text = "\n  ".join(keep)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 def _table(report, out: Path, plots):
     head = ("workload", "lanes", "bytes moved", "cycles", "goodput/port rx mean (max)",
             "speedup", "replays", "CRC errors", "relocks", "bit-exact", "seed")
@@ -350,7 +360,8 @@ def _table(report, out: Path, plots):
                       "-" if r.get("replays") is None else str(r["replays"]),
                       "-" if r.get("crc_errors") is None else str(r["crc_errors"]),
                       "-" if r.get("relocks") is None else str(r["relocks"]),
-                      "yes" if r["bit_exact"] else "NO", str(r["seed"])))
+                      "yes" if r["bit_exact"] else ("NO" if st else "run failed"),
+                      str(r["seed"])))
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
     where = ("ideal network (sim.workloads.IdealNetwork)" if report["engine"] == "ideal"
              else f"RTL fabric on {report['sim']}")
@@ -366,7 +377,7 @@ def _table(report, out: Path, plots):
           "of one 16-byte slot per cycle; speedup: ring cycles / in-network cycles")
     for r in report["runs"]:
         if r.get("error"):
-            print(f"{r['workload']} ({_fmt_faults(r['faults'])}): {r['error']}")
+            print(f"{r['workload']} ({_fmt_faults(r['faults'])}): {_brief(r['error'])}")
     print(f"wrote {out / 'demo.json'}" + "".join(f", {p}" for p in plots))
     print(f"demo finished in {report['wall_s']:.0f} s; "
           + ("every run bit-exact" if report["all_bit_exact"] else "SOME RUNS NOT BIT-EXACT"))
