@@ -830,8 +830,8 @@ class IdealNetwork:
                 members, entry = members_of(m.dest)
                 if src not in members:
                     self._fail(f"endpoint {src} is not a member of group {m.dest}")
-                if (m.op, m.dtype) != (entry["op"], entry["dtype"]):
-                    pass  # the unit uses the group entry's op and dtype
+                # the unit reduces with the group entry's op, dtype and native (the
+                # switch flit carries none of the message's op/dtype fields)
                 for k in range(data_slots(m.opcode, m.length)):
                     chunk = (m.chunk + k) & ((1 << CHUNK_BITS) - 1)
                     key = (m.dest, chunk)
