@@ -282,6 +282,7 @@ def run(args):
 
     t0 = time.time()
     rows = []
+    ideal: dict[str, int] = {}       # cycles on the ideal network, for comparison
     for faults in passes:
         for name in names:
             if not args.json:
@@ -291,13 +292,14 @@ def run(args):
             if args.engine == "ideal":
                 res = _run_ideal(name, n, seed, wparams[name], n_chunks)
             else:
+                if name not in ideal:
+                    ideal[name] = _run_ideal(name, n, seed, wparams[name], n_chunks)["cycles"]
                 if faults and faults["slip_lane"] >= 0:
-                    at = slip_at
-                    if at is None:       # mid-run: the RTL is slower than the ideal network
-                        at = max(1, _run_ideal(name, n, seed, wparams[name],
-                                               n_chunks)["cycles"] // 2)
+                    # mid-run: the RTL is slower than the ideal network
+                    at = max(1, ideal[name] // 2) if slip_at is None else slip_at
                     faults = {**faults, "slip_at": at}
                 res = _run_rtl(args, name, n, seed, wparams[name], params, faults, out)
+                res["ideal_cycles"] = ideal[name]
             res.update(workload=name, faults=faults, seed=seed, params=wparams[name],
                        goodput=_goodput(res, n))
             rows.append(res)
