@@ -124,12 +124,14 @@ class ChipletPair(wiring.Component):
 class ChipletPcsPair(wiring.Component):
     """Like :class:`ChipletPair`, but each direction runs chiplet →
     :class:`PhyToPcs` → ``PcsTx`` (2 lanes) → lanes (XOR ``i_err_*``: 2 × 66 bits, delay
-    ``latency``) → ``PcsRx`` → :class:`PcsToPhy` → chiplet, and each chiplet's
+    ``latency``) → ``PcsRx`` → :class:`PcsToPhy` → chiplet (the adapters built with the
+    chiplet's ``tl_per_dl`` and ``start_every``), and each chiplet's
     ``i_link_up`` is its PCS receiver's ``o_link_up`` AND ``i_link_up_*``."""
 
-    def __init__(self, latency=4, am_period=64, **params):
+    def __init__(self, latency=4, am_period=64, start_every=16, **params):
         self.latency = latency
         self.am_period = am_period
+        self.start_every = start_every
         self.params = params
         self.a = Chiplet(**params)
         self.b = Chiplet(**params)
@@ -146,6 +148,7 @@ class ChipletPcsPair(wiring.Component):
             sig[f"i_dark_{d}"] = In(1)
             sig[f"o_hit_{d}"] = Out(16)
             sig[f"o_words_{d}"] = Out(32)
+            sig[f"o_starts_{d}"] = Out(32)
         super().__init__(sig)
 
     def elaborate(self, platform):
@@ -154,10 +157,11 @@ class ChipletPcsPair(wiring.Component):
         m.submodules.b = b = self.b
         pcs_up = {}
         for d, src, dst in (("ab", a, b), ("ba", b, a)):
-            tx_ad = PhyToPcs()
+            tl = self.params.get("tl_per_dl", 4)
+            tx_ad = PhyToPcs(tl, self.start_every)
             tx = PcsTx(n_lanes=2, am_period=self.am_period)
             rx = PcsRx(n_lanes=2, am_period=self.am_period, max_skew=1, ber_window=4096)
-            rx_ad = PcsToPhy()
+            rx_ad = PcsToPhy(tl)
             m.submodules[f"{d}_txad"] = tx_ad
             m.submodules[f"{d}_pcstx"] = tx
             m.submodules[f"{d}_pcsrx"] = rx
@@ -170,7 +174,10 @@ class ChipletPcsPair(wiring.Component):
             words = Signal(32, name=f"words_{d}")
             sat_inc(m, hits, err != 0)
             sat_inc(m, words, src.o_phy.valid & src.o_phy.ready)
-            m.d.comb += [getattr(self, f"o_hit_{d}").eq(hits),
+            starts = Signal(32, name=f"starts_{d}")     # START rows sent
+            sat_inc(m, starts, tx_ad.o_row.valid & tx_ad.o_row.ready & ~tx_ad.i_word.ready)
+            m.d.comb += [getattr(self, f"o_starts_{d}").eq(starts),
+                         getattr(self, f"o_hit_{d}").eq(hits),
                          getattr(self, f"o_words_{d}").eq(words)]
             for k in range(2):
                 lane = tx.o_lanes[k] ^ err[66 * k:66 * k + 66]

@@ -151,8 +151,10 @@ class Side:
             tb.sb_req.expect((self.node, self.peer), msg.with_src(self.node))
             self.req_src.send_many(msg.beats())
             self.sent += 1
-            if self.req_src.queue and len(self.req_src.queue) > 64:
-                await self.req_src.wait_idle()
+            # keep the source queue topped up (never let it drain: a drained queue is a
+            # bubble on i_req, and a bubble at a message boundary closes the TL flit)
+            while len(self.req_src.queue) > 64:
+                await FallingEdge(tb.clk)
         await self.req_src.wait_idle()
         self.done = True
 
@@ -164,6 +166,7 @@ class Side:
             self.tb.latency.append(cycle - self.tb.side(msg.src).first_beat_cycles.popleft())
         if msg.opcode in (Opcode.WRITE, Opcode.MULTICAST, Opcode.REDUCE, Opcode.ATOMIC_ADD):
             self.tb.bytes[msg.src] += len(msg.data)
+            self.tb.deliveries.append((cycle, len(msg.data)))
         rsp = self.mem.respond(msg)
         if rsp is not None:
             self.pending_rsp.append(rsp)
@@ -218,6 +221,9 @@ class LinkTB(TB):
         self.pause = a.get("pause")          # [sink name, start cycle, cycles]
         self.stats_file = a.get("stats_file")
         self.pcs = bool(a.get("pcs", False))   # DUT is tb.chiplet.harness.ChipletPcsPair
+        # start the traffic only once both chiplets are ACTIVE (goodput/latency benches)
+        self.start_after_link = bool(a.get("start_after_link", False))
+        self.deliveries = []                   # (cycle, payload bytes) per delivered request
         self.sb_req = LinkScoreboard("requests", self.seed, strict, self.watchdog)
         self.sb_cpl = LinkScoreboard("completions", self.seed, strict, self.watchdog)
         self.latency = []
@@ -351,6 +357,11 @@ class LinkTB(TB):
         outages = cocotb.start_soon(self.outages())
         if self.pause:
             cocotb.start_soon(self.pauser())
+        if self.start_after_link:
+            while not all(self.status(s)["state"] == 2 for s in "ab"):
+                await FallingEdge(self.clk)
+                await ReadOnly()
+            await FallingEdge(self.clk)
         t0 = self.cycle
         reqs = [cocotb.start_soon(self.sides[0].requester(self.n))]
         if not self.one_way:
@@ -378,7 +389,20 @@ class LinkTB(TB):
         # goodput over the traffic window: first request beat accepted .. last delivered
         window = (self.t_last - self.t_first + 1) if self.t_first is not None and \
             self.t_last is not None else cycles
+        # steady state: bytes delivered between the deliveries at 10 % and 90 % of the run
+        # (ramp-up and drain left out)
+        steady = None
+        if len(self.deliveries) >= 20:
+            dl = sorted(self.deliveries)
+            i0, i1 = len(dl) // 10, len(dl) * 9 // 10
+            span = dl[i1][0] - dl[i0][0]
+            if span > 0:
+                steady = sum(b for _, b in dl[i0 + 1:i1 + 1]) / span
+        starts = {d: int(getattr(self.dut, f"o_starts_{d}").value.to_unsigned())
+                  for d in ("ab", "ba")} if self.pcs else None
         stats = {
+            "steady_bytes_per_cycle": steady,
+            "start_rows": starts,
             "seed": self.seed, "sim": self.sim, "params": self.params, "ber": self.ber,
             "sent": sum(s.sent for s in self.sides),
             "delivered": self.sb_req.delivered,
