@@ -4,11 +4,16 @@ Efficiency: ``pcs-tx`` fed by an always-valid source for several marker periods;
 bits accepted / line bits sent, side by side with 64/66 * (1 - 1/am_period). The receiver's
 delivered payload is measured the same way through ``pcs-rx`` (lanes wired straight).
 
-Latency: a marked row is followed from the transmitter's input handshake to ``o_lanes``
-(TX) and from the clock edge at which its blocks are sampled on ``i_lanes`` to the edge at
-which it is on ``o_data`` (RX), at zero skew and at the largest skew.
+With a gearbox (``--widths``: serdes_width 64/32) the same payload per line bit is expected
+and the input rate drops to W/66 rows per cycle (the transmitter stalls ``ready``).
 
-Usage: ``python bench/pcs_efficiency.py [--lanes 4] [--periods 16,64,256,16384]``.
+Latency: a marked row is followed from the transmitter's input handshake to ``o_lanes``
+(TX: first and last bit of its blocks) and from the clock edge at which its last bit is
+sampled on ``i_lanes`` to the edge at which it is on ``o_data`` (RX), at zero skew and with
+lane 0 late by ``max_skew - 1`` blocks' worth of words.
+
+Usage: ``python bench/pcs_efficiency.py [--lanes 4] [--periods 16,64,256,16384]
+[--widths 66,64,32]``.
 """
 
 from __future__ import annotations
@@ -27,11 +32,11 @@ from sim import pcs  # noqa: E402
 from tb.pcs.loopback import PcsLoopback  # noqa: E402
 
 
-def measure_tx(n_lanes: int, am_period: int, cycles: int) -> tuple[int, int]:
+def measure_tx(n_lanes: int, am_period: int, cycles: int, width: int = 66) -> tuple[int, int]:
     """``pcs-tx`` alone with an always-valid source: (rows accepted, cycles)."""
     from rtl.pcs import PcsTx
 
-    dut = PcsTx(n_lanes, am_period)
+    dut = PcsTx(n_lanes, am_period, width)
     count = [0]
 
     async def bench(ctx):
@@ -48,17 +53,24 @@ def measure_tx(n_lanes: int, am_period: int, cycles: int) -> tuple[int, int]:
 
 
 def measure(n_lanes: int, am_period: int, max_skew: int, cycles: int, skew: int = 0,
-            seed: int = 1, window: int = 0) -> dict:
-    dut = PcsLoopback(n_lanes, am_period, max_skew, 19531)
+            seed: int = 1, window: int = 0, width: int = 66) -> dict:
+    """Loopback ``pcs-tx`` -> ``pcs-rx`` with W-bit lanes wired straight (lane 0 through a
+    ``skew``-word delay). Edges are numbered from 0: a row taken at edge ``t`` is row ``r``
+    (``r`` takes before it, markers included); its lane bits ``[66r, 66r + 66)`` are in
+    words ``66r // W`` .. ``(66r + 65) // W``; word ``i`` is on ``o_lanes`` after edge ``i``
+    and sampled by the receiver at edge ``i + 1`` (plus the skew on lane 0)."""
+    dut = PcsLoopback(n_lanes, am_period, max_skew, 19531, width)
     rng = np.random.default_rng(seed)
-    res = {"accepted": 0, "line_rows": 0, "delivered": 0, "tx_lat": [], "rx_lat": [],
-           "window": window}
-    stamps = {}          # word value -> cycle accepted
-    sampled = {}         # word value -> cycle its row's blocks were sampled by the RX
+    res = {"accepted": 0, "line_rows": 0, "delivered": 0, "tx_first": [], "tx_last": [],
+           "rx_lat": [], "e2e": [], "window": window}
+    stamps = {}          # last word of a row -> (edge it was taken, row index)
     pipe = [[0] * n_lanes for _ in range(skew)]   # lane 0 delayed by `skew` cycles
+
+    takes = pcs.tx_takes(width, cycles)
 
     async def bench(ctx):
         up_at = None
+        rows = 0
         for t in range(cycles):
             data = [int(x) for x in rng.integers(0, 1 << 62, size=n_lanes)]
             ctx.set(dut.i_data.valid, 1)
@@ -66,18 +78,17 @@ def measure(n_lanes: int, am_period: int, max_skew: int, cycles: int, skew: int 
                 ctx.set(dut.i_data.payload[k].data, data[k])
                 ctx.set(dut.i_data.payload[k].ctrl, 0)
             accepted = ctx.get(dut.i_data.ready)
-            # lanes: lane 0 through a `skew`-cycle delay, the others straight
             tx_row = [ctx.get(dut.o_lanes[k]) for k in range(n_lanes)]
             pipe.append(tx_row)
             row_in = [pipe.pop(0)[0]] + tx_row[1:]
             for k in range(n_lanes):
                 ctx.set(dut.i_lanes[k], row_in[k])
-            await ctx.tick()
+            await ctx.tick()          # edge t
             res["line_rows"] += 1
             if accepted:
                 res["accepted"] += 1
-                stamps[data[-1]] = t
-            # the TX output register now holds the row accepted this cycle (if any)
+                stamps[data[-1]] = (t, rows)
+            rows += int(takes[t])     # this edge took a row (marker or data)
             if ctx.get(dut.o_link_up) and up_at is None:
                 up_at = t
             if ctx.get(dut.o_data.valid):
@@ -85,8 +96,15 @@ def measure(n_lanes: int, am_period: int, max_skew: int, cycles: int, skew: int 
                 if t < res["first_valid"] + res["window"]:
                     res["delivered"] += 1
                 last = ctx.get(dut.o_data.payload[n_lanes - 1].data)
-                if last in stamps and t - stamps[last] < 1000:
-                    res["rx_lat"].append(t - stamps[last])
+                if last in stamps and t - stamps[last][0] < 1000:
+                    t_acc, r = stamps[last]
+                    first_word, last_word = 66 * r // width, (66 * r + 65) // width
+                    res["e2e"].append(t - t_acc)
+                    # taken in cycle t_acc; word i is on o_lanes in cycle i + 1
+                    res["tx_first"].append(first_word + 1 - t_acc)
+                    res["tx_last"].append(last_word + 1 - t_acc)
+                    # the receiver samples the row's last bit (latest lane) at this edge
+                    res["rx_lat"].append(t - (last_word + 1 + skew))
         res["up_at"] = up_at
 
     sim = Simulator(dut)
@@ -96,37 +114,52 @@ def measure(n_lanes: int, am_period: int, max_skew: int, cycles: int, skew: int 
     return res
 
 
+def _span(values) -> str:
+    return f"{min(values)}" if min(values) == max(values) else f"{min(values)}..{max(values)}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lanes", type=int, default=4)
     ap.add_argument("--periods", default="16,64,256,16384")
+    ap.add_argument("--widths", default="66,64,32")
     ap.add_argument("--max-skew", type=int, default=4)
     args = ap.parse_args(argv)
     periods = [int(p) for p in args.periods.split(",")]
+    widths = [int(w) for w in args.widths.split(",")]
     print(f"PCS efficiency, measured on pcs-tx in the Amaranth simulator ({args.lanes} lanes, "
           f"always-valid source, whole marker periods from reset)")
-    print(f"{'am_period':>9} {'cycles':>7} {'measured':>10} {'64/66*(1-1/P)':>14} {'s':>6}")
-    for P in periods:
-        cycles = P * max(1, 2048 // P)
-        t0 = time.time()
-        lanes = args.lanes
-        rows, cyc = measure_tx(lanes, P, cycles)
-        eff = 64 * rows / (66 * cyc)
-        print(f"{P:>9} {cyc:>7} {eff:>10.6f} {64 / 66 * (1 - 1 / P):>14.6f} "
-              f"{time.time() - t0:6.1f}" + ("  (1 lane)" if lanes != args.lanes else ""))
+    print(f"{'W':>3} {'am_period':>9} {'cycles':>7} {'payload/line':>12} "
+          f"{'64/66*(1-1/P)':>14} {'rows/cycle':>10} {'W/66*(1-1/P)':>13} {'s':>6}")
+    for W in widths:
+        for P in periods:
+            # whole marker periods and whole gearbox periods (33 cycles for W = 32/64)
+            rows = P * max(1, 2048 // P)      # a multiple of 32: whole gearbox periods
+            cycles = rows * 66 // W
+            t0 = time.time()
+            rows, cyc = measure_tx(args.lanes, P, cycles, W)
+            eff = 64 * rows / (W * cyc)
+            print(f"{W:>3} {P:>9} {cyc:>7} {eff:>12.6f} {64 / 66 * (1 - 1 / P):>14.6f} "
+                  f"{rows / cyc:>10.6f} {W / 66 * (1 - 1 / P):>13.6f} {time.time() - t0:6.1f}")
     P = 16
-    print(f"\nloopback pcs-tx -> pcs-rx (lanes wired straight), am_period={P}, "
-          f"max_skew={args.max_skew}")
-    r0 = measure(args.lanes, P, args.max_skew, 500, window=8 * P)
-    print(f"  RX delivered payload / line bits over {8 * P} cycles from the first row: "
-          f"{64 * r0['delivered'] / (66 * 8 * P):.6f} (link up at cycle {r0['up_at']})")
     skew = max(0, args.max_skew - 1)
-    r1 = measure(args.lanes, P, args.max_skew, 500, skew=skew)
-    e2e0, e2e1 = sorted(set(r0["rx_lat"])), sorted(set(r1["rx_lat"]))
-    print(f"  end-to-end latency (TX input handshake -> RX o_data.valid): {e2e0} cycles; "
-          f"with lane 0 {skew} cycles late: {e2e1} cycles")
-    print(f"  TX latency: 1 cycle (handshake -> o_lanes). RX latency (row on i_lanes -> "
-          f"o_data): {[x - 1 for x in e2e0]} cycles + the deskew delay of the earliest lane")
+    print(f"\nloopback pcs-tx -> pcs-rx (lanes wired straight), am_period={P}, "
+          f"max_skew={args.max_skew}, {args.lanes} lanes")
+    for W in widths:
+        window = 8 * P * 66 // W
+        r0 = measure(args.lanes, P, args.max_skew, 500 * 66 // W + 100, window=window, width=W)
+        r1 = measure(args.lanes, P, args.max_skew, 500 * 66 // W + 100, skew=skew * 66 // W,
+                     width=W)
+        print(f"  W={W}: RX delivered payload / line bits over {window} cycles from the first "
+              f"row: {64 * 66 * r0['delivered'] / (66 * W * window):.6f} "
+              f"(link up at cycle {r0['up_at']})")
+        print(f"    end-to-end (TX input handshake edge -> RX o_data.valid): "
+              f"{_span(r0['e2e'])} cycles; lane 0 {skew * 66 // W} words late: "
+              f"{_span(r1['e2e'])}")
+        print(f"    TX (row accepted in cycle t -> its first / last bit on o_lanes in cycle t+): "
+              f"{_span(r0['tx_first'])} / {_span(r0['tx_last'])} cycles; RX (edge sampling "
+              f"the row's last bit -> o_data.valid): {_span(r0['rx_lat'])} cycles "
+              f"(with the skew: {_span(r1['rx_lat'])})")
     return 0
 
 

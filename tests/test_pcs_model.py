@@ -370,3 +370,53 @@ def test_slip_every_amount_relocks():
         worst["lose"] = max(worst["lose"], lost - at)
         worst["relock"] = max(worst["relock"], back - lost)
     assert worst["relock"] > 64     # the hunt really had to move
+
+
+# -- gearbox model ----------------------------------------------------------------------------
+@pytest.mark.parametrize("width", [32, 64, 66])
+def test_serialize_is_the_bit_stream_cut_in_words(width):
+    """serialize against a character-level reference: the lane's blocks written as bit
+    strings (bit 0 first), concatenated, cut every W characters."""
+    rng = np.random.default_rng(width)
+    blocks = [int.from_bytes(rng.bytes(9), "little") & ((1 << 66) - 1) for _ in range(37)]
+    text = "".join(format(b, "066b")[::-1] for b in blocks)
+    want = [int(text[i:i + width][::-1], 2) for i in range(0, len(text) - width + 1, width)]
+    assert pcs.serialize(blocks, width) == want
+
+
+@pytest.mark.parametrize("width", [32, 64, 66])
+def test_tx_takes_rate_and_no_underflow(width):
+    """Takes: exactly W rows per 66 line words over a gearbox period, and the bits taken
+    never fall behind the bits sent (the gearbox always has W bits to send)."""
+    takes = pcs.tx_takes(width, 660)
+    assert takes.sum() == 660 * width // 66
+    taken = np.cumsum(takes) * 66
+    sent = np.arange(1, 661) * width
+    assert (taken >= sent).all() and (taken - sent < 66 + width).all()
+
+
+def test_gearbox_receiver_delivers_the_stream():
+    """Model loopback through the gearboxes: transmit, serialize to 32 bits, skew a lane by
+    a few words plus bits, GearboxReceiver delivers the sent words in order."""
+    rng = np.random.default_rng(11)
+    n, P, S, W = 3, 16, 3, 32
+    words, rows = tx_lane_rows(rng, n, P, 500)
+    lanes = [pcs.serialize([r[k] for r in rows], W) for k in range(n)]
+    ch = LaneChannel(n, W, rng, slack=1)
+    ch.skew(2, 2)
+    ch.slip(1, 23)
+    ch.permute([1, 2, 0])
+    rx = pcs.make_receiver(n, P, S, 1000, W)
+    out = rx.run([ch.push(list(w)) for w in zip(*lanes)])
+    got = out["words"]
+    assert out["link_up"][-1] == 1 and len(got) > 200 * n
+    j = next(i for i, w in enumerate(got) if w[1] == 0)
+    i0 = words.index(got[j]) - j
+    assert got == words[i0:i0 + len(got)]
+
+
+def test_serdes_width_checked():
+    with pytest.raises(ValueError, match="serdes_width=48"):
+        pcs.tx_takes(48, 10)
+    with pytest.raises(ValueError, match="serdes_width=66 has no gearbox"):
+        pcs.GearboxReceiver(2, 16, 2, 100, 66)
