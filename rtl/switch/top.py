@@ -59,7 +59,14 @@ class Switch(wiring.Component):
     n_groups : int
         Group-table entries (multicast and reduction groups).
     reduce : bool
-        Per-port reduction units (not yet available: ``True`` is rejected).
+        Per-port reduction units (``rtl.reduce.unit``, docs/switch.md).
+    n_chunks : int
+        Open-chunk slots per reduction unit.
+    pipeline : bool
+        The pipelined variant (VOQ mode only): requests from registered state only, the
+        iSLIP match registered, VOQs in one block RAM per input with a synchronous read,
+        the flit read registered and the crossbar registered into the output buffer.
+        ``iterations`` defaults to 1 here. Full rate needs ``out_depth >= 5``.
 
     Members
     -------
@@ -83,6 +90,13 @@ class Switch(wiring.Component):
     per output; a multicast flit to k members is accepted after k cycles (one copy per
     cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
     fills the credits, clears pointers, the group table and the counters.
+
+    ``pipeline=True``: handshake in t → ``o_port`` valid in t+5 (VOQ write; match in
+    t+1; RAM read in t+2; flit register in t+3; crossbar into the output buffer in t+4).
+    Credits are taken at the match, so the credit loop is 5 cycles and one output runs at
+    line rate with ``out_depth >= 5``. Allocation, ingress and drop rules are those of the
+    default variant; the default variant is the one the cycle-level model (sim/fabric)
+    reproduces.
     """
 
     def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,

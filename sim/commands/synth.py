@@ -28,6 +28,12 @@ def add_arguments(p):
     p.add_argument("--freq", type=float, default=None, metavar="MHZ",
                    help="timing target handed to nextpnr (default 150 ecp5, 100 ice40)")
     p.add_argument("--seed", type=int, default=1, help="placement seed (default 1)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SEC",
+                   help="time limit of each nextpnr run (default 1200 s); a run that "
+                        "times out gives a row with the Yosys figures and nextpnr's last "
+                        "Fmax estimate")
+    p.add_argument("--yosys-timeout", type=float, default=None, metavar="SEC",
+                   help="time limit of each Yosys run (default 1800 s)")
     p.add_argument("--json", metavar="FILE", help="also write the result(s) to FILE")
 
 
@@ -56,7 +62,8 @@ def run(args):
     for name, params in jobs:
         try:
             r = synth(name, params, args.target, device=args.device, package=args.package,
-                      freq_mhz=args.freq, seed=args.seed)
+                      freq_mhz=args.freq, seed=args.seed, pnr_timeout=args.timeout,
+                      yosys_timeout=args.yosys_timeout)
         except SynthError as exc:
             if not many:
                 raise CliError(str(exc)) from None
@@ -65,8 +72,9 @@ def run(args):
         rows.append(r)
         results.append(r.to_dict())
         if many:
-            print(f"synth {name}: {r.lut4} LUT4, {r.ff} FF, Fmax {r.fmax_mhz} MHz",
-                  file=sys.stderr)
+            what = f"Fmax {r.fmax_mhz} MHz" if r.status == "ok" else r.note
+            print(f"synth {name}: {r.lut4} LUT4, {r.ff} FF, {r.bram} BRAM, {what}",
+                  file=sys.stderr, flush=True)
     print(format_table(rows))
     from sim.synth import _root
     label = "all" if args.all else "report" if args.report else jobs[0][0]
