@@ -1,0 +1,32 @@
+"""The fabric of issue 7: endpoints, links through the PCS with lane faults, switch-side
+chiplets, bridges and the reducing switch (docs/fabric.md)."""
+
+from rtl.blocks import Block, Param
+from rtl.chiplet import CHIPLET_PARAMS
+
+from .bridge import EgressBridge, IngressBridge, Reassembly, ResultPacker
+from .fabric import Fabric, _build
+from .fault import LaneFault
+
+__all__ = ["Fabric", "IngressBridge", "EgressBridge", "Reassembly", "ResultPacker",
+           "LaneFault", "BLOCKS"]
+
+BLOCKS = [
+    Block("fabric", _build, doc="Endpoints → chiplets → PCS lanes (faults) → switch with "
+          "reduction units (docs/fabric.md)", params=[
+              Param("n_endpoints", int, 8, "endpoints = switch ports (2..128)"),
+              Param("n_lanes", int, 2, "PCS lanes per direction (only 2)", choices=(2,)),
+              Param("am_period", int, 64, "PCS rows per alignment-marker period"),
+              Param("max_skew", int, 2, "PCS receiver deskew, in blocks"),
+              Param("ber_window", int, 4096, "PCS BER monitor window, in blocks"),
+              Param("latency", int, 4, "cable delay, cycles"),
+              *[p for p in CHIPLET_PARAMS if p.name != "stamp_src"],
+              Param("depth", int, 16, "switch flits per VOQ (power of two)"),
+              Param("iterations", int, 0, "switch iSLIP rounds (0 = default)"),
+              Param("out_depth", int, 4, "switch output buffer slots"),
+              Param("n_groups", int, 16, "switch group-table entries"),
+              Param("n_chunks", int, 16, "open-chunk slots per reduction unit"),
+              Param("result_timeout", int, 8, "cycles a partial RESULT message waits"),
+              Param("fault_seed", int, 1, "seed of the lane error generators"),
+          ]),
+]

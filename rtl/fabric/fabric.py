@@ -1,0 +1,265 @@
+"""The fabric: endpoints' chiplets → PCS → faulty lanes → PCS → switch-side chiplets →
+bridges → switch with reduction units, and back (issue 7, docs/fabric.md)."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out, connect, flipped
+
+from rtl.chiplet import Chiplet, PcsToPhy, PhyToPcs
+from rtl.chiplet.common import STATUS, port_layout
+from rtl.pcs import PcsRx, PcsTx
+from rtl.switch.group_table import config_layout
+from rtl.switch.top import Switch, stats_layout, unit_stats_layout
+from sim.bitfields import Fields
+from sim.chiplet import LinkParams, SLOT_BITS
+from sim.pcs import check_params as pcs_check
+
+from .bridge import EgressBridge, IngressBridge
+from .fault import LaneFault
+
+__all__ = ["Fabric", "LINK_STATUS", "FAULT", "link_status_layout", "fault_layout", "UP", "DOWN",
+           "lane_index"]
+
+#: Link directions: UP = endpoint → switch, DOWN = switch → endpoint.
+UP, DOWN = 0, 1
+
+#: Per-endpoint PHY status (``o_link[e]``), LSB first. ``*_drops`` counts falls of the
+#: PCS receiver's ``o_link_up`` (each one is followed by a relock).
+LINK_STATUS = Fields([("up_link", 1), ("down_link", 1), ("up_drops", 16), ("down_drops", 16),
+                      ("up_slips", 16), ("down_slips", 16), ("up_decode_errors", 16),
+                      ("down_decode_errors", 16), ("up_bip_errors", 16),
+                      ("down_bip_errors", 16)])
+
+#: Payload of ``i_fault``: one lane's fault settings (``all``: every lane), LSB first.
+FAULT = Fields([("lane", 8), ("all", 1), ("threshold", 32), ("dark", 1), ("slip", 7)])
+
+
+def link_status_layout() -> data.StructLayout:
+    return LINK_STATUS.layout()
+
+
+def fault_layout() -> data.StructLayout:
+    return FAULT.layout()
+
+
+def lane_index(endpoint: int, direction: int, lane: int, n_lanes: int = 2) -> int:
+    """The ``i_fault.lane`` / ``o_flips`` index of a lane."""
+    return (2 * endpoint + direction) * n_lanes + lane
+
+
+def _or_bits(values):
+    out = 0
+    for v in values:
+        out = out | v
+    return out
+
+
+class Fabric(wiring.Component):
+    """``n_endpoints`` accelerators through chiplets, 64b/66b lanes and one switch.
+
+    Per endpoint ``e``: accelerator-side :class:`rtl.chiplet.Chiplet` (node ``e``) →
+    :class:`~rtl.chiplet.PhyToPcs` → :class:`rtl.pcs.PcsTx` (``n_lanes`` = 2) → per lane a
+    :class:`~rtl.fabric.fault.LaneFault` (bit errors, slip, dark, cable ``latency``) →
+    :class:`rtl.pcs.PcsRx` → :class:`~rtl.chiplet.PcsToPhy` → switch-side ``Chiplet``
+    (``stamp_src=False``) → :class:`~rtl.fabric.bridge.IngressBridge` → switch port ``e``;
+    and back: switch egress ``e`` → :class:`~rtl.fabric.bridge.EgressBridge` → switch-side
+    chiplet → PCS → lanes → PCS → endpoint chiplet. Each chiplet's ``i_link_up`` is its PCS
+    receiver's ``o_link_up``. The switch is :class:`rtl.switch.top.Switch` with
+    ``data_width=128`` and ``reduce=True``.
+
+    Parameters
+    ----------
+    n_endpoints : int
+        Endpoints = switch ports (2..128).
+    n_lanes : int
+        Lanes per direction; only 2 (a 128-bit slot is one row of two 64-bit blocks).
+    am_period, max_skew, ber_window : int
+        PCS parameters (``rtl.pcs``).
+    latency : int
+        Cable delay in cycles (register stages in each lane).
+    tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
+        Chiplet parameters (``rtl.chiplet``), the same on both sides of every link.
+    depth, iterations, out_depth, n_groups, n_chunks : int
+        Switch parameters (``rtl.switch``; ``iterations`` 0 = default).
+    result_timeout : int
+        Cycles a partial RESULT message waits for more results (``ResultPacker``).
+    fault_seed : int
+        Seed of the lane error generators (each lane gets its own stream).
+
+    Members
+    -------
+    i_req, i_rsp : In(stream.Signature(PORT_BEAT)).array(n_endpoints)
+        Accelerator ``e``'s requests and the responses it owes (its chiplet's ports).
+    o_req, o_rsp : Out(stream.Signature(PORT_BEAT)).array(n_endpoints)
+        Requests for accelerator ``e`` and responses to its requests.
+    i_config : In(stream.Signature(config_layout(n_endpoints)))
+        Switch group-table writes (``sim.layouts.group_entry``), always ready.
+    i_fault : In(stream.Signature(fault_layout()))
+        Lane fault settings, always ready: writes ``threshold`` and ``dark`` of lane
+        ``lane`` (:func:`lane_index`; ``all``: every lane) and slips it by ``slip`` bits
+        if ``slip`` is not 0.
+    o_ep_status, o_sw_status : Out(STATUS).array(n_endpoints)
+        Endpoint-side and switch-side chiplet status of link ``e``.
+    o_link : Out(link_status_layout()).array(n_endpoints)
+        PCS link-up, link drops (relocks), slips, decode and BIP errors per direction.
+    o_flips : Out(32).array(4 * n_endpoints)
+        Bits flipped per lane (:func:`lane_index`).
+    o_stats, o_unit_stats, o_config_drops :
+        The switch's counters (docs/switch.md).
+    o_bridge_drops : Out(16).array(n_endpoints)
+        Flits of unexpected kind dropped by egress bridge ``e``.
+
+    Timing
+    ------
+    After reset the links train (PCS block lock, marker lock, deskew, then the DL bring-up);
+    with ``am_period = 64`` all links are up after about 400 cycles. Measured end-to-end
+    latencies (first request beat in → first beat out at the destination, idle fabric,
+    default parameters) are in docs/fabric.md ("Latency"). Throughput per endpoint and
+    direction: one 16-byte slot per cycle less the DL, PCS and bridge overheads.
+    Reset: everything (both ends of every link reset together, as the chiplet requires).
+    """
+
+    def __init__(self, n_endpoints: int = 8, n_lanes: int = 2, am_period: int = 64,
+                 max_skew: int = 2, ber_window: int = 4096, latency: int = 4,
+                 tl_per_dl: int = 4, replay_depth: int = 8, rx_credits: int = 16,
+                 replay_timeout: int = 0, close_timeout: int = 8, depth: int = 16,
+                 iterations: int = 0, out_depth: int = 4, n_groups: int = 16,
+                 n_chunks: int = 16, result_timeout: int = 8, fault_seed: int = 1):
+        if not isinstance(n_endpoints, int) or not 2 <= n_endpoints <= 128:
+            raise ValueError(f"n_endpoints={n_endpoints!r} must be an integer in 2..128")
+        if n_lanes != 2:
+            raise ValueError(f"n_lanes={n_lanes!r}: only 2 lanes per direction are built "
+                             "(one 128-bit slot = one row of two 64-bit blocks)")
+        if not isinstance(latency, int) or latency < 0:
+            raise ValueError(f"latency={latency!r} must be a non-negative integer")
+        self.chiplet_params = dict(tl_per_dl=tl_per_dl, replay_depth=replay_depth,
+                                   rx_credits=rx_credits, replay_timeout=replay_timeout,
+                                   close_timeout=close_timeout)
+        LinkParams(**self.chiplet_params)
+        self.n_endpoints = n_endpoints
+        self.n_lanes = n_lanes
+        self.am_period = am_period
+        self.max_skew = max_skew
+        self.ber_window = ber_window
+        self.latency = latency
+        self.result_timeout = result_timeout
+        self.fault_seed = fault_seed
+        n = n_endpoints
+        # built here so that bad parameters fail before elaboration
+        self.switch = Switch(n_ports=n, data_width=SLOT_BITS, depth=depth,
+                             iterations=iterations or None, out_depth=out_depth,
+                             n_groups=n_groups, reduce=True, n_chunks=n_chunks)
+        pcs_check(n_lanes, am_period, max_skew)
+        self.n_fault_lanes = 2 * n * n_lanes
+        beat = stream.Signature(port_layout())
+        super().__init__({
+            "i_req": In(beat).array(n),
+            "i_rsp": In(beat).array(n),
+            "o_req": Out(beat).array(n),
+            "o_rsp": Out(beat).array(n),
+            "i_config": In(stream.Signature(config_layout(n))),
+            "i_fault": In(stream.Signature(fault_layout())),
+            "o_ep_status": Out(STATUS.layout()).array(n),
+            "o_sw_status": Out(STATUS.layout()).array(n),
+            "o_link": Out(link_status_layout()).array(n),
+            "o_flips": Out(32).array(self.n_fault_lanes),
+            "o_stats": Out(stats_layout()).array(n),
+            "o_unit_stats": Out(unit_stats_layout()).array(n),
+            "o_config_drops": Out(32),
+            "o_bridge_drops": Out(16).array(n),
+        })
+
+    def _direction(self, m, name, src, dst, e, d):
+        """src chiplet → PCS → lanes (faults) → PCS → dst chiplet; returns the PcsRx."""
+        tx_ad = PhyToPcs()
+        tx = PcsTx(n_lanes=self.n_lanes, am_period=self.am_period)
+        rx = PcsRx(n_lanes=self.n_lanes, am_period=self.am_period, max_skew=self.max_skew,
+                   ber_window=self.ber_window)
+        rx_ad = PcsToPhy()
+        m.submodules[f"{name}_txad"] = tx_ad
+        m.submodules[f"{name}_pcstx"] = tx
+        m.submodules[f"{name}_pcsrx"] = rx
+        m.submodules[f"{name}_rxad"] = rx_ad
+        connect(m, src.o_phy, tx_ad.i_word)
+        # the row is zero while not valid: an X payload (a DL register never written)
+        # would otherwise freeze Icarus's evaluation of the PCS's word mux
+        m.d.comb += [tx.i_data.valid.eq(tx_ad.o_row.valid),
+                     tx_ad.o_row.ready.eq(tx.i_data.ready),
+                     tx.i_data.payload.eq(Mux(tx_ad.o_row.valid, tx_ad.o_row.payload, 0))]
+        cfg = self.i_fault
+        for k in range(self.n_lanes):
+            idx = lane_index(e, d, k, self.n_lanes)
+            lf = LaneFault(seed=self.fault_seed * 1000003 + idx, latency=self.latency)
+            m.submodules[f"{name}_lane{k}"] = lf
+            threshold = Signal(32, name=f"{name}_threshold{k}")
+            dark = Signal(name=f"{name}_dark{k}")
+            hit = cfg.valid & (cfg.payload.all | (cfg.payload.lane == idx))
+            with m.If(hit):
+                m.d.sync += [threshold.eq(cfg.payload.threshold), dark.eq(cfg.payload.dark)]
+            m.d.comb += [lf.i_lane.eq(tx.o_lanes[k]), rx.i_lanes[k].eq(lf.o_lane),
+                         lf.i_threshold.eq(threshold), lf.i_dark.eq(dark),
+                         lf.i_slip_valid.eq(hit & (cfg.payload.slip != 0)),
+                         lf.i_slip_bits.eq(cfg.payload.slip),
+                         self.o_flips[idx].eq(lf.o_flips)]
+        m.d.comb += [rx_ad.i_row.valid.eq(rx.o_data.valid),
+                     rx_ad.i_row.payload.eq(rx.o_data.payload)]
+        connect(m, rx_ad.o_word, dst.i_phy)
+        return rx
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.n_endpoints
+        m.submodules.switch = sw = self.switch
+        connect(m, flipped(self.i_config), sw.i_config)
+        m.d.comb += self.i_fault.ready.eq(1)
+        m.d.comb += self.o_config_drops.eq(sw.o_config_drops)
+        for e in range(n):
+            ep = Chiplet(**self.chiplet_params, stamp_src=True)
+            sc = Chiplet(**self.chiplet_params, stamp_src=False)
+            m.submodules[f"ep{e}"] = ep
+            m.submodules[f"sc{e}"] = sc
+            up = self._direction(m, f"up{e}", ep, sc, e, UP)
+            down = self._direction(m, f"down{e}", sc, ep, e, DOWN)
+            m.d.comb += [ep.i_node_id.eq(e), sc.i_node_id.eq(e),
+                         ep.i_link_up.eq(down.o_link_up), sc.i_link_up.eq(up.o_link_up),
+                         self.o_ep_status[e].eq(ep.o_status),
+                         self.o_sw_status[e].eq(sc.o_status)]
+            connect(m, flipped(self.i_req[e]), ep.i_req)
+            connect(m, flipped(self.i_rsp[e]), ep.i_rsp)
+            connect(m, ep.o_req, flipped(self.o_req[e]))
+            connect(m, ep.o_rsp, flipped(self.o_rsp[e]))
+            ing = IngressBridge()
+            egr = EgressBridge(n, self.result_timeout)
+            m.submodules[f"ingress{e}"] = ing
+            m.submodules[f"egress{e}"] = egr
+            connect(m, sc.o_req, ing.i_req)
+            connect(m, sc.o_rsp, ing.i_rsp)
+            connect(m, ing.o_flit, sw.i_port[e])
+            connect(m, sw.o_port[e], egr.i_flit)
+            connect(m, egr.o_req, sc.i_req)
+            connect(m, egr.o_rsp, sc.i_rsp)
+            m.d.comb += [self.o_stats[e].eq(sw.o_stats[e]),
+                         self.o_unit_stats[e].eq(sw.o_unit_stats[e]),
+                         self.o_bridge_drops[e].eq(egr.o_drops)]
+            # PHY status
+            ls = self.o_link[e]
+            for dname, rx in (("up", up), ("down", down)):
+                link = getattr(ls, f"{dname}_link")
+                drops = Signal(16, name=f"{dname}{e}_drops")
+                was = Signal(name=f"{dname}{e}_was_up")
+                m.d.sync += was.eq(rx.o_link_up)
+                m.d.comb += [link.eq(rx.o_link_up), getattr(ls, f"{dname}_drops").eq(drops)]
+                with m.If(was & ~rx.o_link_up & (drops != 0xFFFF)):
+                    m.d.sync += drops.eq(drops + 1)
+                slips = sum(rx.o_slips[k] for k in range(self.n_lanes))
+                bips = sum(rx.o_bip_errors[k] for k in range(self.n_lanes))
+                m.d.comb += [getattr(ls, f"{dname}_slips").eq(slips),
+                             getattr(ls, f"{dname}_bip_errors").eq(bips),
+                             getattr(ls, f"{dname}_decode_errors").eq(rx.o_decode_errors)]
+        return m
+
+
+def _build(**params):
+    return Fabric(**params)

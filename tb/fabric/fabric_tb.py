@@ -1,0 +1,329 @@
+"""Fabric testbench kit: one accelerator model per endpoint (requester with tags, completer
+with memory, RESULT receiver), group configuration, fault control, status and the results
+JSON. Used by :mod:`tb.fabric.test_fabric`; the DUT is block ``fabric``."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+
+from cocotb.triggers import ClockCycles, Event, FallingEdge, ReadOnly
+
+from rtl.fabric.fabric import FAULT, LINK_STATUS, lane_index
+from sim import chiplet as C
+from sim.bitfields import Fields
+from sim.chiplet import STATUS, MemoryModel, Message, Opcode
+from sim.layouts import GROUP_BITS, group_entry
+from tb.chiplet.link import Assembler, LinkScoreboard
+from tb.common.scoreboard import ScoreboardError
+from tb.common.stream import StreamSink, StreamSource, to_int
+from tb.common.tb import TB
+
+SWITCH_STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_group",
+                "drop_kind")
+UNIT_STATS = ("contributions", "results", "duplicate", "nonmember", "invalid",
+              "full_cycles", "result_drops")
+NONPOSTED = (Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD)
+LINK_ACTIVE = 2
+
+
+def result_chunks(msg: Message) -> list[int]:
+    """The chunk ids of a RESULT message's valid beats (docs/fabric.md)."""
+    count = msg.status + 1
+    ids = [msg.chunk] + [(msg.addr >> (16 * i)) & 0xFFFF for i in range(3)]
+    return ids[:count]
+
+
+def result_items(msg: Message) -> list[tuple[int, int]]:
+    """``[(chunk, 128-bit result word), ...]`` of a RESULT message."""
+    chunks = result_chunks(msg)
+    return [(c, int.from_bytes(msg.data[16 * i:16 * i + 16], "little"))
+            for i, c in enumerate(chunks)]
+
+
+class Endpoint:
+    """Accelerator ``e``: sends requests (tags for non-posted ones), completes requests
+    from its memory, collects completions and RESULT messages."""
+
+    def __init__(self, tb, e):
+        self.tb, self.e = tb, e
+        dut, clk, wd = tb.dut, tb.clk, tb.watchdog
+        self.req_src = StreamSource(dut, f"i_req__{e}", clk, tb.rng_for(10 + e), tb.idle, wd)
+        self.rsp_src = StreamSource(dut, f"i_rsp__{e}", clk, tb.rng_for(20 + e), tb.idle, wd)
+        self.req_sink = StreamSink(dut, f"o_req__{e}", clk, tb.rng_for(30 + e),
+                                   tb.backpressure, wd, keep=False)
+        self.rsp_sink = StreamSink(dut, f"o_rsp__{e}", clk, tb.rng_for(40 + e),
+                                   tb.backpressure, wd, keep=False)
+        self.req_sink.on_beat.append(Assembler(self.on_request))
+        self.rsp_sink.on_beat.append(Assembler(self.on_completion))
+        self.mem = MemoryModel(e)
+        self.free_tags = deque(range(256))
+        self.tag_freed = Event()
+        self.outstanding: dict[int, tuple[Message, int]] = {}
+        self.pending_rsp: list[Message] = []
+        self.sent_msgs = 0
+        self.sent_bytes = 0          # payload bytes of requests sent
+        self.recv_bytes = 0          # payload bytes delivered to this endpoint
+        self.results = 0
+        self.latency: list[int] = []
+        self.on_result = None        # callback(e, msg, cycle)
+        self.on_message = None       # callback(e, msg, cycle) for every delivered request
+        self.handler = None          # callback(e, msg, cycle): takes every message instead
+
+    # -- sending -------------------------------------------------------------------------
+    async def send(self, msg: Message, nonposted: bool | None = None):
+        """Queue ``msg`` (allocating a tag for WRITE/READ/ATOMIC_ADD)."""
+        tb = self.tb
+        if nonposted is None:
+            nonposted = msg.opcode in NONPOSTED
+        if nonposted:
+            while not self.free_tags:
+                self.tag_freed.clear()
+                await self.tag_freed.wait()
+            tag = self.free_tags.popleft()
+            msg = Message(msg.opcode, msg.length, tag, msg.dest, self.e, msg.addr,
+                          msg.status, msg.op, msg.dtype, msg.chunk, msg.data)
+            self.outstanding[tag] = (msg, tb.cycle())
+        else:
+            msg = msg.with_src(self.e)
+        tb.expect_delivery(msg)
+        self.req_src.send_many(msg.beats())
+        self.sent_msgs += 1
+        self.sent_bytes += len(msg.data)
+        if len(self.req_src.queue) > 64:
+            await self.req_src.wait_idle()
+
+    # -- receiving -----------------------------------------------------------------------
+    def on_request(self, msg: Message, cycle: int):
+        tb = self.tb
+        if self.handler:
+            self.handler(self.e, msg, cycle)
+            return
+        if msg.opcode == Opcode.RESULT:
+            self.results += 1
+            self.recv_bytes += 16 * len(result_chunks(msg))
+            tb.watchdog.kick(f"endpoint {self.e} RESULT")
+            if self.on_result:
+                self.on_result(self.e, msg, cycle)
+            return
+        tb.sb_req.observe((msg.src, self.e), msg)
+        self.recv_bytes += len(msg.data)
+        if self.on_message:
+            self.on_message(self.e, msg, cycle)
+        rsp = self.mem.respond(msg)
+        if rsp is not None:
+            self.pending_rsp.append(rsp)
+
+    async def responder(self):
+        tb = self.tb
+        while True:
+            if self.pending_rsp:
+                i = int(tb.rng.integers(len(self.pending_rsp)))
+                rsp = self.pending_rsp.pop(i).with_src(self.e)
+                tb.sb_cpl.expect((rsp.dest, rsp.tag), rsp)
+                self.rsp_src.send_many(rsp.beats())
+                if len(self.rsp_src.queue) > 32:
+                    await self.rsp_src.wait_idle()
+            await FallingEdge(tb.clk)
+
+    def on_completion(self, msg: Message, cycle: int):
+        tb = self.tb
+        if self.handler:
+            self.handler(self.e, msg, cycle)
+            return
+        if msg.tag not in self.outstanding:
+            raise ScoreboardError(f"endpoint {self.e}: completion for tag {msg.tag} not "
+                                  f"outstanding (seed {tb.seed})")
+        tb.sb_cpl.observe((self.e, msg.tag), msg)
+        req, t0 = self.outstanding.pop(msg.tag)
+        self.latency.append(cycle - t0)
+        if msg.opcode == Opcode.READ_CPL:
+            self.recv_bytes += len(msg.data)
+        self.free_tags.append(msg.tag)
+        self.tag_freed.set()
+
+    @property
+    def idle(self) -> bool:
+        return (not self.outstanding and not self.pending_rsp and self.req_src.idle_now
+                and self.rsp_src.idle_now)
+
+
+class FabricTB(TB):
+    """The whole fabric: endpoints, configuration, faults, status, results file."""
+
+    def __init__(self, dut, idle=0.0, backpressure=0.0, stall_cycles=20_000):
+        super().__init__(dut, stall_cycles=stall_cycles)
+        p = self.params
+        self.n = int(p.get("n_endpoints", 8))
+        self.n_lanes = int(p.get("n_lanes", 2))
+        self.idle, self.backpressure = idle, backpressure
+        self.entry = group_entry(self.n)
+        self.cfg = Fields([("group", GROUP_BITS), ("entry", self.entry.width)])
+        self.groups: dict[int, dict] = {}
+        self.sb_req = LinkScoreboard("requests", self.seed, watchdog=self.watchdog)
+        self.sb_cpl = LinkScoreboard("completions", self.seed, watchdog=self.watchdog)
+        self._cycle = 0
+        self.eps = [Endpoint(self, e) for e in range(self.n)]
+        self.config = StreamSource(dut, "i_config", self.clk)
+        self.fault = StreamSource(dut, "i_fault", self.clk)
+        # idle inputs carry zeros, not X: Icarus propagates an X payload into the PCS
+        # scrambler state through the chiplet even while valid is low
+        for src in [self.config, self.fault] + [s for ep in self.eps
+                                                 for s in (ep.req_src, ep.rsp_src)]:
+            src.payload.value = 0
+        self.t_start = 0
+        self.t_up = 0
+
+    @staticmethod
+    def args_of() -> dict:
+        from tb.common.env import tb_args
+        return tb_args()
+
+    def results_path(self) -> str:
+        return (self.args.get("result_file") or os.environ.get("FF_RESULTS")
+                or "fabric_results.json")
+
+    def write_results(self, record: dict):
+        with open(self.results_path(), "w") as fh:
+            json.dump(record, fh, indent=1, default=int)
+
+    def rng_for(self, stream):
+        from tb.common.env import make_rng
+        return make_rng(stream)
+
+    def cycle(self) -> int:
+        return self.eps[0].req_src.cycle if self.eps else 0
+
+    # -- expectations ---------------------------------------------------------------------
+    def expect_delivery(self, msg: Message):
+        if msg.opcode in (Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD):
+            self.sb_req.expect((msg.src, msg.dest), msg)
+        elif msg.opcode == Opcode.MULTICAST:
+            g = self.groups.get(msg.dest)
+            if not g or not g["valid"]:
+                raise ValueError(f"MULTICAST to unconfigured group {msg.dest}")
+            for member in range(self.n):
+                if g["members"] >> member & 1:
+                    self.sb_req.expect((msg.src, member), msg)
+        # REDUCE: checked through the RESULT messages by the caller
+
+    # -- configuration --------------------------------------------------------------------
+    def write_group(self, group, members, valid=1, **fields):
+        entry = self.entry.pack(members=members, valid=valid, **fields)
+        self.config.send(self.cfg.pack(group=group, entry=entry))
+        self.groups[group] = {"members": members, "valid": valid, **fields}
+
+    def write_entry(self, group: int, entry: int):
+        """Write a packed ``group_entry`` (e.g. from a workload's ``config_writes``)."""
+        self.config.send(self.cfg.pack(group=group, entry=entry))
+        f = self.entry.unpack(entry)
+        self.groups[group] = f
+
+    async def config_done(self):
+        await self.config.wait_idle()
+        await ClockCycles(self.clk, 2)
+
+    def set_fault(self, lane=0, threshold=0, dark=0, slip=0, all_lanes=False):
+        self.fault.send(FAULT.pack(lane=lane, all=int(all_lanes), threshold=threshold,
+                                   dark=dark, slip=slip))
+
+    def lane(self, endpoint, direction, k):
+        return lane_index(endpoint, direction, k, self.n_lanes)
+
+    # -- status -----------------------------------------------------------------------------
+    async def sample(self):
+        await FallingEdge(self.clk)
+        await ReadOnly()
+
+    def status(self, e, side="ep"):
+        return STATUS.unpack(to_int(getattr(self.dut, f"o_{side}_status__{e}").value))
+
+    def link(self, e):
+        return LINK_STATUS.unpack(to_int(getattr(self.dut, f"o_link__{e}").value))
+
+    def switch_stats(self, e):
+        lay = Fields([(s, 32) for s in SWITCH_STATS])
+        return lay.unpack(to_int(getattr(self.dut, f"o_stats__{e}").value))
+
+    def unit_stats(self, e):
+        lay = Fields([(s, 32) for s in UNIT_STATS])
+        return lay.unpack(to_int(getattr(self.dut, f"o_unit_stats__{e}").value))
+
+    def flips(self, idx):
+        return to_int(getattr(self.dut, f"o_flips__{idx}").value)
+
+    async def wait_links_up(self, limit=5000):
+        for t in range(limit):
+            await self.sample()
+            if all(self.status(e, s)["state"] == LINK_ACTIVE
+                   for e in range(self.n) for s in ("ep", "sw")):
+                self.watchdog.kick("links up")
+                return t
+        states = {(e, s): self.status(e, s)["state"] for e in range(self.n)
+                  for s in ("ep", "sw")}
+        links = {e: self.link(e) for e in range(self.n)}
+        raise AssertionError(f"links not up after {limit} cycles: chiplet states {states}, "
+                             f"PCS {links} (seed {self.seed})")
+
+    async def wait_quiet(self, limit=200_000, extra=None):
+        """Wait until every endpoint is idle and nothing is pending in the scoreboards."""
+        for _ in range(limit):
+            await FallingEdge(self.clk)
+            if (all(ep.idle for ep in self.eps) and not self.sb_req.pending
+                    and not self.sb_cpl.pending and (extra is None or extra())):
+                return
+        raise AssertionError(f"fabric not quiet after {limit} cycles: requests pending "
+                             f"{self.sb_req.pending}, completions {self.sb_cpl.pending} "
+                             f"(seed {self.seed})")
+
+    async def check_clean(self):
+        """No overflow or credit error anywhere; every link still active."""
+        await self.sample()
+        for e in range(self.n):
+            for side in ("ep", "sw"):
+                st = self.status(e, side)
+                assert st["overflow"] == 0 and st["credit_err"] == 0 and st["bad_op"] == 0, \
+                    f"endpoint {e} {side} chiplet status {st} (seed {self.seed})"
+                assert st["state"] == LINK_ACTIVE, \
+                    f"endpoint {e} {side} link not active: {st} (seed {self.seed})"
+            s = self.switch_stats(e)
+            assert s["drop_dest"] == 0 and s["drop_group"] == 0 and s["drop_kind"] == 0, \
+                f"switch port {e} dropped flits: {s} (seed {self.seed})"
+            assert to_int(getattr(self.dut, f"o_bridge_drops__{e}").value) == 0
+
+    # -- results file --------------------------------------------------------------------------
+    async def report(self, workload: str, cycles: int, extra: dict | None = None,
+                     write: bool = True) -> dict:
+        await self.sample()
+        eps = []
+        for e, ep in enumerate(self.eps):
+            st_ep, st_sw, link = self.status(e, "ep"), self.status(e, "sw"), self.link(e)
+            eps.append({
+                "endpoint": e,
+                "sent_messages": ep.sent_msgs,
+                "sent_bytes": ep.sent_bytes,
+                "received_bytes": ep.recv_bytes,
+                "results": ep.results,
+                "goodput_bytes_per_cycle": round(ep.recv_bytes / max(1, cycles), 4),
+                "mean_completion_latency": (round(sum(ep.latency) / len(ep.latency), 1)
+                                            if ep.latency else None),
+                "replays": st_ep["replays"] + st_sw["replays"],
+                "crc_errors": st_ep["crc_err"] + st_sw["crc_err"],
+                "relocks": link["up_drops"] + link["down_drops"],
+                "flips": sum(self.flips(self.lane(e, d, k)) for d in (0, 1)
+                             for k in range(self.n_lanes)),
+                "chiplet_ep": st_ep, "chiplet_sw": st_sw, "link": link,
+                "switch": self.switch_stats(e), "unit": self.unit_stats(e),
+            })
+        out = {"workload": workload, "n_endpoints": self.n, "seed": self.seed,
+               "sim": self.sim, "cycles": cycles, "link_up_cycles": self.t_up,
+               "bytes_moved": sum(x["received_bytes"] for x in eps),
+               "replays": sum(x["replays"] for x in eps),
+               "relocks": sum(x["relocks"] for x in eps),
+               "endpoints": eps}
+        if extra:
+            out.update(extra)
+        if write:
+            self.write_results(out)
+        return out
