@@ -37,5 +37,6 @@ def test_switch_pipeline_defaults():
     """The pipelined variant runs one iSLIP round per cycle unless told otherwise."""
     b = get_block("switch")
     assert b.build(n_ports=8, pipeline=True).iterations == 1
-    assert b.build(n_ports=8, pipeline=True, iterations=2).iterations == 2
+    with pytest.raises(ValueError, match="iterations=2"):
+        b.build(n_ports=8, pipeline=True, iterations=2)
     assert b.build(n_ports=8).iterations == 3 and not b.build(n_ports=8).pipeline

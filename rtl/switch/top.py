@@ -12,7 +12,7 @@ from rtl.reduce.unit import ReductionUnit, result_layout
 from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 
 from .group_table import GroupTable, config_layout
-from .islip import ISLIPAllocator, lowest_bit, max_iterations
+from .islip import ISLIPAllocator, lowest_bit, mask_above, max_iterations, round_robin_pick
 from .voq import InputQueue, PipelinedQueue, onehot_index
 
 __all__ = ["Switch", "STATS", "UNIT_STATS", "stats_layout", "unit_stats_layout", "BLOCKS"]
@@ -116,6 +116,9 @@ class Switch(wiring.Component):
         top = max_iterations(n_ports)
         if iterations is None or iterations == 0:
             iterations = 1 if pipeline else min(3, top)
+        if pipeline and iterations != 1:
+            raise ValueError(f"iterations={iterations!r}: pipeline=True runs one iSLIP "
+                             f"round (split over two cycles)")
         if not isinstance(iterations, int) or not 1 <= iterations <= top:
             raise ValueError(f"iterations={iterations!r} must be in 1..{top} "
                              f"for n_ports={n_ports}")
@@ -171,7 +174,8 @@ class Switch(wiring.Component):
                      table.i_config.payload.eq(self.i_config.payload),
                      self.i_config.ready.eq(1)]
         m.d.comb += self.o_config_drops.eq(table.o_config_drops)
-        m.submodules.alloc = alloc = ISLIPAllocator(N, self.iterations)
+        if not self.pipeline:
+            m.submodules.alloc = alloc = ISLIPAllocator(N, self.iterations)
 
         units = []
         if self.reduce:
@@ -287,6 +291,10 @@ class Switch(wiring.Component):
                 with m.If(valid & ~port.ready):
                     m.d.sync += st.in_stalls.eq(st.in_stalls + 1)
 
+        if self.pipeline:
+            self._pipelined(m, queues, units, credit, lock_v, lock_in)
+            return m
+
         # ---- requests --------------------------------------------------------------
         credit_ok = Cat(c != 0 for c in credit)
         hdone = []
@@ -304,10 +312,6 @@ class Switch(wiring.Component):
                 head_target.append(ht)
                 avail = q.o_nonempty & ht & ~hd
             m.d.comb += alloc.i_req[r].eq(avail & credit_ok & lock_ok)
-
-        if self.pipeline:
-            self._pipelined_crossbar(m, queues, units, alloc, credit, lock_v, lock_in)
-            return m
 
         # ---- crossbar transfer -------------------------------------------------------
         heads = []
@@ -356,62 +360,116 @@ class Switch(wiring.Component):
                 m.d.comb += self.o_unit_credit[o - n].eq(credit[o])
         return m
 
-    def _pipelined_crossbar(self, m, queues, units, alloc, credit, lock_v, lock_in):
-        """``pipeline=True``: the match of cycle t is registered; the matched flit is read
-        from block RAM in t+1, registered in t+2 and crosses the crossbar into the output
-        buffer in t+3. Credits, locks and the schedule pointers move in t (at the match)."""
+    def _pipelined(self, m, queues, units, credit, lock_v, lock_in):
+        """``pipeline=True``: a one-round iSLIP split over two cycles (grant, then accept)
+        on a registered request matrix, then RAM read, flit register and crossbar, each in
+        its own cycle (docs/switch.md, "Pipelined variant").
+
+        Cycle t: ``valid`` (the requests) = ``valid_r`` (computed in t-1 from the state
+        after the matches up to t-2 and the match of t-1, so already exact for everything
+        but the match of t-1) minus ``kill`` (what the match of t-1, held in ``match1``, took
+        away: the last flit of a VOQ, the last credit of an output, an output now locked
+        by another input). Stage G: every output grants one valid request (grant pointer)
+        into ``grant_r``. Stage A: every input accepts one of last cycle's grants that is
+        still valid (accept pointer): that is the match M of cycle t. The schedule
+        pointers move with M at once; credits and locks move from ``match1`` in t+1.
+        """
         n = self.n_ports
         N = len(queues)
         fw = self.flit.width
-        layout = self.flit.layout()
-        zeros = Const(0, N)
-        # t: match; locks from the side bits of the flits being scheduled
-        match1 = [Signal(N, name=f"match1_{r}") for r in range(N)]
-        grant1 = [Signal(N, name=f"grant1_{o}") for o in range(N)]
-        for r in range(N):
-            m.d.comb += queues[r].i_sched.eq(alloc.o_match[r])
-            m.d.sync += match1[r].eq(alloc.o_match[r])
-        for o in range(N):
-            grant = alloc.o_grant[o]
-            m.d.sync += grant1[o].eq(grant)
-            sets = Signal(name=f"lock_sets{o}")     # the scheduled flit is UNICAST
-            opens = Signal(name=f"lock_opens{o}")   # ... and not the last of its packet
-            m.d.comb += [
-                sets.eq(Cat(grant[r] & queues[r].o_meta[o][0] for r in range(N)).any()),
-                opens.eq(Cat(grant[r] & queues[r].o_meta[o][1] for r in range(N)).any()),
+        ones = (1 << N) - 1
+        rng = range(N)
+        match1 = [Signal(N, name=f"match1_{i}") for i in rng]     # M of last cycle, by input
+        gany1 = Signal(N, name="gany1")        # output o was matched last cycle
+        sets1 = Signal(N, name="sets1")        # ... by a UNICAST flit (lock changes)
+        opens1 = Signal(N, name="opens1")      # ... which is not the last of its packet
+        idx1 = [Signal(range(N), name=f"idx1_{o}") for o in rng]
+        valid_r = [Signal(N, name=f"valid_r{i}") for i in rng]
+        single_r = [Signal(N, name=f"single_r{i}") for i in rng]  # exactly one flit left
+        cr_one_r = Signal(N, name="cr_one_r")  # exactly one credit left
+        grant_r = [Signal(N, name=f"grant_r{o}") for o in rng]    # stage G, over inputs
+        gmask = [Signal(N, init=ones, name=f"gmask{o}") for o in rng]
+        amask = [Signal(N, init=ones, name=f"amask{i}") for i in rng]
+
+        # requests of this cycle
+        valid = []
+        for i in rng:
+            v = Signal(N, name=f"valid{i}")
+            kill = (match1[i] & single_r[i]) | (gany1 & cr_one_r) | (opens1 & ~match1[i])
+            m.d.comb += v.eq(valid_r[i] & ~kill)
+            valid.append(v)
+        # stage G: grants (one per output) for next cycle's accept
+        for o in rng:
+            req_o = Cat(valid[i][o] for i in rng)
+            m.d.sync += grant_r[o].eq(round_robin_pick(req_o, gmask[o], N))
+        # stage A: accept one still-valid grant per input -> the match M
+        match = []
+        for i in rng:
+            a = Signal(N, name=f"match{i}")
+            offers = Cat(grant_r[o][i] & valid[i][o] for o in rng)
+            m.d.comb += a.eq(round_robin_pick(offers, amask[i], N))
+            match.append(a)
+            m.d.comb += queues[i].i_sched.eq(a)
+            m.d.sync += match1[i].eq(a)
+            with m.If(a.any()):
+                m.d.sync += amask[i].eq(mask_above(a, N))
+        for o in rng:
+            col = Signal(N, name=f"mcol{o}")
+            m.d.comb += col.eq(Cat(match[i][o] for i in rng))
+            meta = [queues[i].o_meta[o] for i in rng]
+            m.d.sync += [
+                gany1[o].eq(col.any()),
+                sets1[o].eq(Cat(col[i] & meta[i][0] for i in rng).any()),
+                opens1[o].eq(Cat(col[i] & meta[i][0] & meta[i][1] for i in rng).any()),
+                idx1[o].eq(onehot_index(col, N)),
             ]
-            with m.If(sets):
-                m.d.sync += [lock_v[o].eq(opens), lock_in[o].eq(onehot_index(grant, N))]
-        # t+1: read the RAM
-        grant2 = [Signal(N, name=f"grant2_{o}") for o in range(N)]
-        for r in range(N):
-            m.d.comb += queues[r].i_read.eq(match1[r])
-        for o in range(N):
-            m.d.sync += grant2[o].eq(grant1[o])
-        # t+2: register the flits read
-        heads = [Signal(fw, name=f"head{r}") for r in range(N)]
-        grant3 = [Signal(N, name=f"grant3_{o}") for o in range(N)]
-        for r in range(N):
-            m.d.sync += heads[r].eq(queues[r].o_rdata)
-        for o in range(N):
-            m.d.sync += grant3[o].eq(grant2[o])
-        # t+3: crossbar (AND-OR of the one-hot select) into the output buffers
-        for o in range(N):
+            with m.If(col.any()):
+                m.d.sync += gmask[o].eq(mask_above(grant_r[o], N))
+
+        # next cycle: locks and credits from last cycle's match, requests for the next
+        out_hs = []
+        for o in rng:
+            with m.If(sets1[o]):
+                m.d.sync += [lock_v[o].eq(opens1[o]), lock_in[o].eq(idx1[o])]
+        lv = [Mux(sets1[o], opens1[o], lock_v[o]) for o in rng]
+        li = [Mux(sets1[o], idx1[o], lock_in[o]) for o in rng]
+        cr = []
+        for o in rng:
+            c = Signal(len(credit[o]), name=f"credit_after{o}")
+            m.d.comb += c.eq(credit[o] - gany1[o])
+            cr.append(c)
+        m.d.sync += cr_one_r.eq(Cat(c == 1 for c in cr))
+        for i in rng:
+            q = queues[i]
+            wen = q.i_wsel & q.i_wen.replicate(N)
+            avail = q.o_nonempty | wen
+            single = (q.o_single & ~wen) | (~q.o_nonempty & wen)
+            ok = Cat((cr[o] != 0) & (~lv[o] | (li[o] == i)) for o in rng)
+            m.d.sync += [valid_r[i].eq(avail & ok), single_r[i].eq(single)]
+
+        # t+1: read the RAM; t+2: register the flit; t+3: crossbar into the output buffer
+        grant2 = [Signal(N, name=f"grant2_{o}") for o in rng]
+        grant3 = [Signal(N, name=f"grant3_{o}") for o in rng]
+        heads = [Signal(fw, name=f"head{i}") for i in rng]
+        for i in rng:
+            m.d.comb += queues[i].i_read.eq(match1[i])
+            m.d.sync += heads[i].eq(queues[i].o_rdata)
+        for o in rng:
+            m.d.sync += [grant2[o].eq(Cat(match1[i][o] for i in rng)),
+                         grant3[o].eq(grant2[o])]
             port = self.o_port[o] if o < n else units[o - n].i_contrib
             ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
             m.submodules[f"out{o}"] = ob
             moved = Signal(fw, name=f"xbar{o}")
             acc = Const(0, fw)
-            for r in range(N):
-                acc = acc | (heads[r] & grant3[o][r].replicate(fw))
-            m.d.comb += [moved.eq(acc), ob.w_en.eq(grant3[o] != zeros),
-                         ob.w_data.eq(moved),
+            for i in rng:
+                acc = acc | (heads[i] & grant3[o][i].replicate(fw))
+            m.d.comb += [moved.eq(acc), ob.w_en.eq(grant3[o].any()), ob.w_data.eq(moved),
                          port.valid.eq(ob.r_rdy), port.payload.eq(ob.r_data),
                          ob.r_en.eq(port.ready)]
-            out_hs = port.valid & port.ready
-            xfer = alloc.o_grant[o].any()
-            m.d.sync += credit[o].eq(credit[o] - xfer + out_hs)
-            self._output_counters(m, o, port, out_hs, credit)
+            hs = port.valid & port.ready
+            m.d.sync += credit[o].eq(credit[o] - gany1[o] + hs)
+            self._output_counters(m, o, port, hs, credit)
 
     def _output_counters(self, m, o, port, out_hs, credit):
         n = self.n_ports

@@ -154,6 +154,8 @@ class PipelinedQueue(wiring.Component):
     i_wmeta : In(meta_width)
     o_nonempty : Out(n_ports)
         Bit o: VOQ o holds a flit not yet scheduled (``wptr != sptr``).
+    o_single : Out(n_ports)
+        Bit o: VOQ o holds exactly one flit not yet scheduled.
     o_notfull : Out(n_ports)
         Bit o: VOQ o has a free slot (``wptr - rptr != depth``; a slot is free once read).
     o_meta : Out(meta_width).array(n_ports)
@@ -184,7 +186,7 @@ class PipelinedQueue(wiring.Component):
         super().__init__({
             "i_wen": In(1), "i_wsel": In(n_ports), "i_wdata": In(width),
             "i_wmeta": In(meta_width),
-            "o_nonempty": Out(n_ports), "o_notfull": Out(n_ports),
+            "o_nonempty": Out(n_ports), "o_single": Out(n_ports), "o_notfull": Out(n_ports),
             "o_meta": Out(meta_width).array(n_ports),
             "i_sched": In(n_ports), "i_read": In(n_ports), "o_rdata": Out(width),
         })
@@ -212,6 +214,7 @@ class PipelinedQueue(wiring.Component):
                 mw.en.eq(self.i_wen & self.i_wsel[o]),
                 mr.addr.eq(sptr[o][:ab]), self.o_meta[o].eq(mr.data),
                 self.o_nonempty[o].eq(wptr[o] != sptr[o]),
+                self.o_single[o].eq((wptr[o] - sptr[o])[:ab + 1] == 1),
                 self.o_notfull[o].eq((wptr[o] - rptr[o])[:ab + 1] != depth),
             ]
             with m.If(self.i_wen & self.i_wsel[o]):
