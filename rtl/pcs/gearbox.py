@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -46,8 +46,9 @@ class TxGearbox(wiring.Component):
     Timing
     ------
     The first bit of a block taken at cycle ``t`` is on ``o_lanes`` at ``t + 1`` (bit
-    position ``f``); its last bit leaves by ``t + 2`` (W = 32/64: at most ``ceil((f + 66) /
-    W)`` words). Reset: ``f = 0``, buffer and ``o_lanes`` zero.
+    position ``f``); its last bit at ``t + ceil((f + 66) / W)``: ``t + 1`` for W = 66,
+    ``t + 2`` for W = 64, ``t + 3`` for W = 32 (``f < W`` is even). Reset: ``f = 0``,
+    buffer and ``o_lanes`` zero.
     """
 
     def __init__(self, n_lanes: int = 4, serdes_width: int = 64):
@@ -66,15 +67,18 @@ class TxGearbox(wiring.Component):
             m.d.comb += self.o_take.eq(1)
             m.d.sync += [self.o_lanes[k].eq(self.i_blocks[k]) for k in range(self.n_lanes)]
             return m
-        f = Signal(range(66), name="fill")
+        # the fill is always even (66 and W are): keep half of it, and shift by 2*half.
+        # A block is only taken when f < W, so the shift needs log2(W) - 1 bits of it.
+        half = Signal(range(33), name="fill_half")
         take = self.o_take
-        m.d.comb += take.eq(f < W)
-        m.d.sync += f.eq(Mux(take, f + (66 - W), f - W))
+        m.d.comb += take.eq(half < W // 2)
+        m.d.sync += half.eq(Mux(take, half + (66 - W) // 2, half - W // 2))
+        shift = Cat(Const(0, 1), half[:(W // 2 - 1).bit_length()])
         for k in range(self.n_lanes):
             buf = Signal(65, name=f"buf{k}")
             cat = Signal(66 + W, name=f"cat{k}")
             with m.If(take):
-                m.d.comb += cat.eq(buf | (self.i_blocks[k] << f))
+                m.d.comb += cat.eq(buf | (self.i_blocks[k] << shift))
             with m.Else():
                 m.d.comb += cat.eq(buf)
             m.d.sync += [self.o_lanes[k].eq(cat[:W]), buf.eq(cat[W:W + 65])]
@@ -130,14 +134,17 @@ class RxGearbox(wiring.Component):
             m.d.sync += self.o_valid.eq(1)
             m.d.sync += [self.o_chunks[k].eq(self.i_lanes[k]) for k in range(self.n_lanes)]
             return m
-        f = Signal(range(66), name="fill")
+        # the fill is always even (66 and W are): keep half of it, shift by 2*half
+        half = Signal(range(33), name="fill_half")
         full = Signal()
-        m.d.comb += full.eq(f + W >= 66)
-        m.d.sync += [f.eq(Mux(full, f + W - 66, f + W)), self.o_valid.eq(full)]
+        m.d.comb += full.eq(half + W // 2 >= 33)
+        m.d.sync += [half.eq(Mux(full, half + W // 2 - 33, half + W // 2)),
+                     self.o_valid.eq(full)]
+        shift = Cat(Const(0, 1), half)
         for k in range(self.n_lanes):
             buf = Signal(65, name=f"buf{k}")
             cat = Signal(66 + W, name=f"cat{k}")
-            m.d.comb += cat.eq(buf | (self.i_lanes[k] << f))
+            m.d.comb += cat.eq(buf | (self.i_lanes[k] << shift))
             with m.If(full):
                 m.d.sync += [self.o_chunks[k].eq(cat[:66]), buf.eq(cat[66:])]
             with m.Else():
