@@ -303,7 +303,7 @@ class AllReduceInNetwork(Workload):
     the fixed pairwise tree over member ranks, one rounding to bf16: docs/reduction.md).
     The vector of ``n_elems`` bf16 is numbered in 16-byte granules (8 elements); granule
     ``g`` is chunk id ``g`` and is reduced by unit ``g mod n``. Each endpoint sends its
-    gradients in order as REDUCE messages of up to 256 bytes (header chunk = first
+    gradients in order as REDUCE messages of ``message_bytes`` (header chunk = first
     granule) and receives RESULT messages (:func:`result_granules`).
 
     Window: endpoint ``e`` sends a message covering granules ``[g, g + k)`` only while
@@ -312,13 +312,15 @@ class AllReduceInNetwork(Workload):
     ``[M, M + window)`` with ``M = max_e R_e`` (no endpoint has its result, and one of
     them sent it), so a unit never holds more than ``ceil(window / n)`` chunks.
     Default ``window = n * (n_chunks - 1)``: below the unit's ``n_chunks`` table. Messages
-    carry 16 granules (256 B), or the largest multiple of 4 that fits a smaller window.
+    carry ``message_bytes / 16`` granules (default 256 B: 16), or the largest multiple of 4
+    that fits a smaller window.
     """
 
     name = "allreduce-switch"
 
     def __init__(self, n_endpoints: int, seed: int, n_elems: int = 4096, n_chunks: int = 8,
-                 window: int | None = None, group: int = 0, acks: bool = True):
+                 window: int | None = None, group: int = 0, message_bytes: int = 256,
+                 acks: bool = True):
         super().__init__(n_endpoints, seed, acks)
         n = self.n
         self.n_elems = _check_elems(n_elems, LENGTHS[0] // 2, "64-byte messages")
@@ -331,8 +333,10 @@ class AllReduceInNetwork(Workload):
         if not 4 <= self.window <= n * self.n_chunks:
             raise ValueError(f"window={window} must be in 4..{n * self.n_chunks} granules "
                              f"(n * n_chunks)")
-        #: granules per REDUCE message: 16 (256 B), fewer if the window is smaller
-        self.msg_granules = min(MAX_MESSAGE // GRANULE_BYTES, self.window // 4 * 4)
+        if message_bytes not in LENGTHS:
+            raise ValueError(f"message_bytes={message_bytes!r} is not one of {LENGTHS}")
+        #: granules per REDUCE message: message_bytes / 16, fewer if the window is smaller
+        self.msg_granules = min(message_bytes // GRANULE_BYTES, self.window // 4 * 4)
         if not 0 <= group < 256:
             raise ValueError(f"group={group} must be in 0..255")
         self.group = int(group)

@@ -141,7 +141,8 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     assert slip_at == IdealNetwork(4, 4, n_chunks=4).run(ring)["cycles"] // 2
     assert calls[0]["test_args"]["faults"] is None
     assert c["test_args"]["params"] == {"n_elems": 256}
-    assert calls[0]["test_args"]["params"] == {"n_elems": 256, "n_chunks": 4}
+    assert calls[0]["test_args"]["params"] == {"n_elems": 256, "n_chunks": 4,
+                                               "message_bytes": 256}
     assert "ber 0.0001 + slip lane 2" in out and "RTL fabric on icarus" in out
     report = json.loads((tmp_path / "demo.json").read_text())
     assert [r["replays"] for r in report["runs"]] == [0, 0, 3, 3]
@@ -185,6 +186,7 @@ def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
     (["--faults"], "--faults needs the RTL fabric"),
     (["--waves"], "--waves needs the RTL fabric"),
     (["--slip-at", "100"], "--slip-at needs the RTL fabric"),
+    (["--reduce-bytes", "100"], "--reduce-bytes 100 is not 64, 128, 192 or 256"),
     (["--set", "am_period=3"], "only n_chunks=N applies to --engine ideal"),
     (["--faults", "--no-faults"], "not allowed with argument"),
 ])

@@ -151,6 +151,17 @@ def test_address_fields():
         region_addr(1, 256)
 
 
+def test_message_size():
+    w = AllReduceInNetwork(3, 1, n_elems=512, message_bytes=64)
+    msgs = w.start(0)
+    assert {len(m.data) for m in msgs} == {64} and [m.chunk for m in msgs[:3]] == [0, 4, 8]
+    w = AllReduceInNetwork(3, 1, n_elems=512, message_bytes=64)
+    IdealNetwork(3, 1).run(w)
+    w.check()
+    with pytest.raises(ValueError, match="message_bytes=100"):
+        AllReduceInNetwork(3, 1, message_bytes=100)
+
+
 def test_window_keeps_units_below_their_table():
     # the default window fits a 2-slot table; a window of n * n_chunks trips the network's
     # contract check when the network's units have fewer slots than the workload assumed

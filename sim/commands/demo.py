@@ -61,6 +61,9 @@ def add_arguments(p):
     p.add_argument("--elems", default="4096",
                    help="bf16 gradients per endpoint for the all-reduces: a multiple of "
                         "32 x endpoints (default 4096 = 8 KiB)")
+    p.add_argument("--reduce-bytes", default="256",
+                   help="bytes per REDUCE message of the in-network all-reduce: 64, 128, "
+                        "192 or 256 (default 256)")
     p.add_argument("--tokens", default="64", help="MoE tokens per endpoint (default 64)")
     p.add_argument("--d-model", default="128",
                    help="MoE token width in bf16, a multiple of 32 (default 128 = 256 B)")
@@ -139,7 +142,11 @@ def _workload_params(args, n: int, n_chunks: int) -> dict[str, dict]:
         raise CliError(f"--d-model {d_model} must be a multiple of 32 (64-byte messages)")
     skew = _num(args.skew, "skew", float, 0.0, 10.0)
     top_k = _num(args.top_k, "top-k", int, 1, min(n, 15))
-    return {"allreduce-switch": {"n_elems": elems, "n_chunks": n_chunks},
+    rbytes = _num(args.reduce_bytes, "reduce-bytes", int, 64, 256)
+    if rbytes % 64:
+        raise CliError(f"--reduce-bytes {rbytes} is not 64, 128, 192 or 256")
+    return {"allreduce-switch": {"n_elems": elems, "n_chunks": n_chunks,
+                                 "message_bytes": rbytes},
             "allreduce-ring": {"n_elems": elems},
             "moe-alltoall": {"tokens_per_endpoint": tokens, "d_model": d_model,
                              "skew": skew, "top_k": top_k}}
