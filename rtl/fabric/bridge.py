@@ -74,37 +74,36 @@ class IngressBridge(wiring.Component):
         hdr_done = Signal()         # header flit of the current message sent
         k = Signal(range(MAX_DATA_BEATS))
 
+        # combinational logic as expressions only (no m.If/m.Switch in comb): Icarus never
+        # evaluates an ``always @*`` block whose inputs stay constant after time 0
         sel = Signal()
-        with m.If(active):
-            m.d.comb += sel.eq(cur)
-        with m.Else():
-            m.d.comb += sel.eq(Mux(req.valid & rsp.valid, prefer_rsp, rsp.valid))
+        m.d.comb += sel.eq(Mux(active, cur, Mux(req.valid & rsp.valid, prefer_rsp, rsp.valid)))
         beat = Signal(port_layout())
         valid = Signal()
         m.d.comb += [beat.eq(Mux(sel, rsp.payload, req.payload)),
                      valid.eq(Mux(sel, rsp.valid, req.valid))]
         n_data = Signal(5)
         m.d.comb += n_data.eq(data_slots(beat.opcode, beat.length))
-        is_reduce = beat.opcode == Opcode.REDUCE
-        emit_hdr = ~is_reduce & ~hdr_done
+        is_reduce = Signal()
+        emit_hdr = Signal()
+        m.d.comb += [is_reduce.eq(beat.opcode == Opcode.REDUCE),
+                     emit_hdr.eq(~is_reduce & ~hdr_done)]
         last_beat = k == n_data - 1
         header = beat.as_value()[SLOT_BITS:]
 
         f = o.payload
-        m.d.comb += [o.valid.eq(valid), f.dest.eq(beat.dest), f.src.eq(beat.src)]
+        kind = _switch_kind(beat.opcode)
         consume = Signal()
-        with m.If(is_reduce):
-            m.d.comb += [f.data.eq(beat.data), f.first.eq(1), f.last.eq(1),
-                         f.kind.eq(Kind.REDUCE), f.chunk.eq(beat.chunk + k),
-                         consume.eq(o.ready)]
-        with m.Elif(emit_hdr):
-            m.d.comb += [f.data.eq(header), f.first.eq(1), f.last.eq(n_data == 0),
-                         f.kind.eq(_switch_kind(beat.opcode)),
-                         consume.eq(o.ready & (n_data == 0))]
-        with m.Else():
-            m.d.comb += [f.data.eq(beat.data), f.first.eq(0), f.last.eq(last_beat),
-                         f.kind.eq(_switch_kind(beat.opcode)), consume.eq(o.ready)]
-        m.d.comb += [req.ready.eq(consume & ~sel), rsp.ready.eq(consume & sel)]
+        m.d.comb += [
+            o.valid.eq(valid), f.dest.eq(beat.dest), f.src.eq(beat.src),
+            f.data.eq(Mux(emit_hdr, header, beat.data)),
+            f.first.eq(is_reduce | emit_hdr),
+            f.last.eq(Mux(is_reduce, 1, Mux(emit_hdr, n_data == 0, last_beat))),
+            f.kind.eq(Mux(is_reduce, Kind.REDUCE, kind)),
+            f.chunk.eq(Mux(is_reduce, beat.chunk + k, 0)),
+            consume.eq(o.ready & (~emit_hdr | (n_data == 0))),
+            req.ready.eq(consume & ~sel), rsp.ready.eq(consume & sel),
+        ]
 
         with m.If(o.valid & o.ready):
             msg_end = Mux(emit_hdr, n_data == 0, last_beat)
@@ -174,10 +173,10 @@ class Reassembly(wiring.Component):
         m.d.comb += s.eq(fl.src)
         b = Signal(range(nb))        # buffer id = 2 * src + wbuf[src]
         idx = Signal(range(MAX_DATA_BEATS + 1))
-        with m.Switch(s):
-            for i in range(n):
-                with m.Case(i):
-                    m.d.comb += [b.eq(2 * i + wbuf[i]), idx.eq(widx[i])]
+        sel_idx = widx[0]
+        for i in range(1, n):
+            sel_idx = Mux(s == i, widx[i], sel_idx)
+        m.d.comb += [b.eq(Cat((Cat(*wbuf) >> s)[0], s)), idx.eq(sel_idx)]
         busy = (full >> b)[0]
         m.d.comb += self.i_flit.ready.eq(~busy & done.w_rdy)
         take = self.i_flit.valid & self.i_flit.ready
@@ -186,6 +185,7 @@ class Reassembly(wiring.Component):
                      dw.en.eq(take & ~fl.first),
                      done.w_data.eq(b), done.w_en.eq(take & fl.last)]
         set_full = Signal(nb)
+        m.d.comb += set_full.eq(Mux(take & fl.last, Const(1, nb) << b, 0))
         with m.If(take):
             with m.Switch(s):
                 for i in range(n):
@@ -194,8 +194,6 @@ class Reassembly(wiring.Component):
                             m.d.sync += [widx[i].eq(0), wbuf[i].eq(~wbuf[i])]
                         with m.Elif(~fl.first):
                             m.d.sync += widx[i].eq(widx[i] + 1)
-            with m.If(fl.last):
-                m.d.comb += set_full.eq(1 << b)
 
         # ---- read side
         rb = done.r_data
@@ -207,16 +205,14 @@ class Reassembly(wiring.Component):
         m.d.comb += n_data.eq(data_slots(hdr.opcode, hdr.length))
         last = Mux(n_data == 0, 1, ridx == n_data - 1)
         o = self.o_beat
-        m.d.comb += [o.valid.eq(done.r_rdy), o.payload.beat.eq(hdr), o.payload.last.eq(last)]
-        with m.If(n_data == 0):
-            m.d.comb += o.payload.beat.data.eq(0)
+        out = Signal(port_layout())
+        m.d.comb += [out.eq(hdr), out.data.eq(Mux(n_data == 0, 0, dr.data))]
+        m.d.comb += [o.valid.eq(done.r_rdy), o.payload.beat.eq(out), o.payload.last.eq(last)]
         clr_full = Signal(nb)
+        pop = o.valid & o.ready & last
+        m.d.comb += [done.r_en.eq(pop), clr_full.eq(Mux(pop, Const(1, nb) << rb, 0))]
         with m.If(o.valid & o.ready):
-            with m.If(last):
-                m.d.sync += ridx.eq(0)
-                m.d.comb += [done.r_en.eq(1), clr_full.eq(1 << rb)]
-            with m.Else():
-                m.d.sync += ridx.eq(ridx + 1)
+            m.d.sync += ridx.eq(Mux(last, 0, ridx + 1))
         m.d.sync += full.eq((full | set_full) & ~clr_full)
         return m
 
@@ -314,10 +310,10 @@ class ResultPacker(wiring.Component):
                      beat.status.eq(ocount - 1), beat.dest.eq(ogroup),
                      beat.src.eq(SWITCH_SRC), beat.chunk.eq(ochunk[0]),
                      beat.addr.eq(Cat(ochunk[1], ochunk[2], ochunk[3]))]
-        with m.Switch(obeat):
-            for i in range(R):
-                with m.Case(i):
-                    m.d.comb += beat.data.eq(Mux(i < ocount, odata[i], 0))
+        bdata = Const(0, SLOT_BITS)
+        for i in range(R):
+            bdata = Mux((obeat == i) & (i < ocount), odata[i], bdata)
+        m.d.comb += beat.data.eq(bdata)
         with m.If(o.valid & o.ready):
             m.d.sync += obeat.eq(Mux(obeat == R - 1, 0, obeat + 1))
         return m
@@ -381,10 +377,7 @@ class EgressBridge(wiring.Component):
         # o_req: reassembled requests and RESULT messages, locked per message
         owner = Signal(2)            # 0 none, 1 reassembly, 2 packer
         pick_pk = Signal()
-        with m.If(owner == 0):
-            m.d.comb += pick_pk.eq(pk.o_beat.valid)
-        with m.Else():
-            m.d.comb += pick_pk.eq(owner == 2)
+        m.d.comb += pick_pk.eq(Mux(owner == 0, pk.o_beat.valid, owner == 2))
         req = self.o_req
         m.d.comb += [req.valid.eq(Mux(pick_pk, pk.o_beat.valid, rb.valid & ~to_rsp)),
                      req.payload.eq(Mux(pick_pk, pk.o_beat.payload.beat, rb.payload.beat)),
