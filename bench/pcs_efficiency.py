@@ -56,7 +56,7 @@ def measure(n_lanes: int, am_period: int, max_skew: int, cycles: int, skew: int 
             seed: int = 1, window: int = 0, width: int = 66) -> dict:
     """Loopback ``pcs-tx`` -> ``pcs-rx`` with W-bit lanes wired straight (lane 0 through a
     ``skew``-word delay). Edges are numbered from 0: a row taken at edge ``t`` is row ``r``
-    (``r`` takes before it, markers included); its lane bits ``[66r, 66r + 66)`` are in
+    (``r`` row cycles before it, markers included, plus 1 at W < 66: see ``PcsTx``); its lane bits ``[66r, 66r + 66)`` are in
     words ``66r // W`` .. ``(66r + 65) // W``; word ``i`` is on ``o_lanes`` after edge ``i``
     and sampled by the receiver at edge ``i + 1`` (plus the skew on lane 0)."""
     dut = PcsLoopback(n_lanes, am_period, max_skew, 19531, width)
@@ -70,7 +70,9 @@ def measure(n_lanes: int, am_period: int, max_skew: int, cycles: int, skew: int 
 
     async def bench(ctx):
         up_at = None
-        rows = 0
+        # W < 66: the transmitter's row register starts out holding row 0 (the first marker
+        # row), so the row encoded at its k-th row cycle is row k + 1
+        rows = 0 if width == 66 else 1
         for t in range(cycles):
             data = [int(x) for x in rng.integers(0, 1 << 62, size=n_lanes)]
             ctx.set(dut.i_data.valid, 1)

@@ -49,9 +49,10 @@ class PcsTx(wiring.Component):
 
     Timing
     ------
-    A beat accepted at cycle ``t`` appears on ``o_lanes`` at cycle ``t + 1`` (latency 1;
-    with a gearbox its first bit is there, at the gearbox's fill position, and its last bit
-    by ``t + 2``). Row cycles are the cycles where the gearbox takes a block
+    A beat accepted at cycle ``t`` appears on ``o_lanes`` at cycle ``t + 1`` (latency 1).
+    With a gearbox a row register sits before it (the encoder runs one row ahead): the
+    beat's first bit is on ``o_lanes`` at the next row cycle after ``t`` plus one (``t + 2``
+    or ``t + 3``) and its last bit one (W = 64) or two (W = 32) cycles later. Row cycles are the cycles where the gearbox takes a block
     (:func:`sim.pcs.tx_takes`: every cycle for W = 66, else W/66 of them); ``i_data.ready``
     is high in row cycles except marker rows (one row in ``am_period``), and low in the
     cycles where the gearbox has no room, so no word is ever lost. When the client offers
@@ -75,9 +76,15 @@ class PcsTx(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n, P = self.n_lanes, self.am_period
-        row = Signal(range(P))
+        # W < 66: a row register ("pend") between the encoder and the gearbox keeps the
+        # scrambler chain and the gearbox's shifter in different cycles. It starts out
+        # holding row 0 (the first marker row, BIP3 = 0: a constant), so the line carries
+        # exactly the same bits as without it; the encoder runs one row ahead.
+        piped = self.serdes_width != 66
+        marker_bip = 0x08  # BIP8 of any marker: its octets cancel, sync '10' sets bit 3
+        row = Signal(range(P), init=1 % P if piped else 0)
         state = Signal(58, init=SCRAMBLER_INIT)
-        bips = [Signal(8, name=f"bip{k}") for k in range(n)]
+        bips = [Signal(8, name=f"bip{k}", init=marker_bip if piped else 0) for k in range(n)]
         is_marker = Signal()
         take = Signal()
         gearbox = m.submodules.gearbox = TxGearbox(n, self.serdes_width)
@@ -113,7 +120,6 @@ class PcsTx(wiring.Component):
             st = Signal(58, name=f"scr_state{k}")
             m.d.comb += [scr[64 * k:64 * k + 64].eq(out), st.eq(st_next)]
         next_state = st
-        marker_bip = 0x08  # BIP8 of any marker: its octets cancel, sync '10' sets bit 3
         for k in range(n):
             block = Signal(66, name=f"block{k}")
             m.d.comb += block.eq(Cat(syncs[k], scr[64 * k:64 * k + 64]))
@@ -121,12 +127,21 @@ class PcsTx(wiring.Component):
             marker = Cat(Const(SYNC_CTRL, 2),
                          Const(base & 0xFFFFFF, 24), bips[k],
                          Const((base >> 32) & 0xFFFFFF, 24), ~bips[k])
+            out = Signal(66, name=f"out{k}")
+            if piped:
+                first = marker_payload(k, 0)
+                pend = Signal(66, name=f"pend{k}", init=SYNC_CTRL | first << 2)
+                m.d.comb += gearbox.i_blocks[k].eq(pend)
+                with m.If(advance):
+                    m.d.sync += pend.eq(out)
+            else:
+                m.d.comb += gearbox.i_blocks[k].eq(out)
             with m.If(is_marker):
-                m.d.comb += gearbox.i_blocks[k].eq(marker)
+                m.d.comb += out.eq(marker)
                 with m.If(advance):
                     m.d.sync += bips[k].eq(marker_bip)
             with m.Else():
-                m.d.comb += gearbox.i_blocks[k].eq(block)
+                m.d.comb += out.eq(block)
                 with m.If(advance):
                     m.d.sync += bips[k].eq(bips[k] ^ bip8(block))
         with m.If(~is_marker & advance):

@@ -159,13 +159,16 @@ def compare_tx_amaranth(dut, rng: np.random.Generator, n_cycles: int, p_valid: f
     takes = pcs.tx_takes(W, n_cycles)
     assert not any(r and not t for r, t in zip(readys, takes)), "ready outside a row cycle"
     # every row cycle sent a row: the model's rows (markers included) are the take cycles,
-    # except a marker row the RTL may have sent after the last data row
-    assert 0 <= int(takes.sum()) - len(blocks[0]) <= 1, (int(takes.sum()), len(blocks[0]))
+    # except a marker row the RTL may have sent after the last data row (W < 66: the row
+    # register holds one more row, so the model may have one row more)
+    slack = 0 if W == 66 else -1
+    assert slack <= int(takes.sum()) - len(blocks[0]) <= 1, (int(takes.sum()), len(blocks[0]))
     if W == 66 and len(got) > len(blocks[0]):
         assert all(pcs.marker_id(b) == k for k, b in enumerate(got[-1]))
     words = [pcs.serialize(blocks[k], W) for k in range(n)]
     got = got[:len(words[0])]
-    assert len(got) >= len(words[0]) - 1
+    # the model may hold up to two rows more than the line has sent (gearbox + row register)
+    assert len(got) >= len(words[0]) - (132 + W) // W - 1
     for r, row in enumerate(got):
         for k in range(n):
             assert row[k] == words[k][r], \
