@@ -388,8 +388,13 @@ class Switch(wiring.Component):
         single_r = [Signal(N, name=f"single_r{i}") for i in rng]  # exactly one flit left
         cr_one_r = Signal(N, name="cr_one_r")  # exactly one credit left
         grant_r = [Signal(N, name=f"grant_r{o}") for o in rng]    # stage G, over inputs
-        gmask = [Signal(N, init=ones, name=f"gmask{o}") for o in rng]
-        amask = [Signal(N, init=ones, name=f"amask{i}") for i in rng]
+        # Two interleaved sub-schedulers, each with its own iSLIP pointers: the one whose
+        # grant stage runs in this cycle (phase ph) accepts in the next, so its pointers
+        # have always seen its own previous match when it grants again.
+        ph = Signal(name="phase")
+        m.d.sync += ph.eq(~ph)
+        gmask = [[Signal(N, init=ones, name=f"gmask{s}_{o}") for o in rng] for s in (0, 1)]
+        amask = [[Signal(N, init=ones, name=f"amask{s}_{i}") for i in rng] for s in (0, 1)]
 
         # requests of this cycle
         valid = []
@@ -401,18 +406,23 @@ class Switch(wiring.Component):
         # stage G: grants (one per output) for next cycle's accept
         for o in rng:
             req_o = Cat(valid[i][o] for i in rng)
-            m.d.sync += grant_r[o].eq(round_robin_pick(req_o, gmask[o], N))
+            gm = Mux(ph, gmask[1][o], gmask[0][o])
+            m.d.sync += grant_r[o].eq(round_robin_pick(req_o, gm, N))
         # stage A: accept one still-valid grant per input -> the match M
         match = []
         for i in rng:
             a = Signal(N, name=f"match{i}")
             offers = Cat(grant_r[o][i] & valid[i][o] for o in rng)
-            m.d.comb += a.eq(round_robin_pick(offers, amask[i], N))
+            am = Mux(ph, amask[0][i], amask[1][i])      # the sub-scheduler of last cycle
+            m.d.comb += a.eq(round_robin_pick(offers, am, N))
             match.append(a)
             m.d.comb += queues[i].i_sched.eq(a)
             m.d.sync += match1[i].eq(a)
             with m.If(a.any()):
-                m.d.sync += amask[i].eq(mask_above(a, N))
+                with m.If(ph):
+                    m.d.sync += amask[0][i].eq(mask_above(a, N))
+                with m.Else():
+                    m.d.sync += amask[1][i].eq(mask_above(a, N))
         for o in rng:
             col = Signal(N, name=f"mcol{o}")
             m.d.comb += col.eq(Cat(match[i][o] for i in rng))
@@ -424,7 +434,10 @@ class Switch(wiring.Component):
                 idx1[o].eq(onehot_index(col, N)),
             ]
             with m.If(col.any()):
-                m.d.sync += gmask[o].eq(mask_above(grant_r[o], N))
+                with m.If(ph):
+                    m.d.sync += gmask[0][o].eq(mask_above(grant_r[o], N))
+                with m.Else():
+                    m.d.sync += gmask[1][o].eq(mask_above(grant_r[o], N))
 
         # next cycle: locks and credits from last cycle's match, requests for the next
         out_hs = []
