@@ -1,0 +1,63 @@
+"""cocotb regressions of the whole fabric (block ``fabric``, tb/fabric/test_fabric.py).
+
+CI: two endpoints on Icarus (one Verilog build shared by the three runs). The 4- and
+8-endpoint runs, Verilator and the demo workloads are soak: the 8-endpoint Verilog alone is
+~850,000 lines (docs/fabric.md, "Simulation cost")."""
+
+import json
+
+import pytest
+
+from tb.common import runner
+
+TB = "tb.fabric.test_fabric"
+CI_PARAMS = {"n_endpoints": 2}
+
+
+def _run(params, testcase, args, sim="icarus"):
+    result = runner.run("fabric", TB, params, sim=sim, testcase=testcase,
+                        test_args={"stall_cycles": 5000, **args})
+    assert result.tests and not result.failed
+    return json.loads((result.test_dir / "fabric_results.json").read_text())
+
+
+@pytest.mark.cocotb
+def test_fabric_traffic_icarus():
+    res = _run(CI_PARAMS, "test_traffic", {"messages": 6})
+    assert res["bytes_moved"] > 0 and res["replays"] == 0
+
+
+@pytest.mark.cocotb
+def test_fabric_allreduce_icarus():
+    res = _run(CI_PARAMS, "test_allreduce", {"granules": 16})
+    assert all(e["results"] > 0 for e in res["endpoints"])
+
+
+@pytest.mark.cocotb
+def test_fabric_faults_icarus():
+    res = _run(CI_PARAMS, "test_faults", {"granules": 16, "messages": 6, "ber": 2e-5,
+                                          "slip_lane": 1, "slip_at": 200})
+    assert res["replays"] > 0 and res["relocks"] >= 1
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+@pytest.mark.parametrize("n", [4, 8])
+def test_fabric_allreduce_soak(n):
+    _run({"n_endpoints": n}, "test_allreduce", {"granules": 64})
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+@pytest.mark.parametrize("workload", ["allreduce-switch", "allreduce-ring", "moe-alltoall"])
+def test_fabric_workload_soak(workload, tmp_path):
+    params = {"allreduce-switch": {"n_elems": 512}, "allreduce-ring": {"n_elems": 512},
+              "moe-alltoall": {"tokens_per_endpoint": 8, "d_model": 64}}[workload]
+    out = tmp_path / "res.json"
+    result = runner.run("fabric", TB, {"n_endpoints": 4}, sim="verilator",
+                        testcase="test_workload",
+                        test_args={"workload": workload, "params": params,
+                                   "faults": {"ber": 1e-5, "slip_lane": 1},
+                                   "result_file": str(out)})
+    assert result.tests and not result.failed
+    assert json.loads(out.read_text())["bit_exact"]
