@@ -445,6 +445,8 @@ class Receiver:
         # alignment and output
         self.align, self.started, self.dcnt, self.delay = A_WAIT, z(), z(), z()
         self.row_cnt, self.primed, self.hist = 0, 0, 0
+        # registered marker-row check: acted on in the cycle after the marker row
+        self.chk_ok, self.chk_due = 0, 0
         # row register between reorder and descrambler (s_first: the priming row)
         self.s_valid, self.s_first, self.s_logical = 0, 0, [0] * n
         self.link_up = 0
@@ -545,6 +547,7 @@ class Receiver:
         # output stage: descramble and decode the row registered by the alignment stage
         nx["out_valid"] = 0
         nx["s_valid"] = 0
+        nx["chk_due"] = 0
         if self.s_valid:
             pays, hist = _desc_row([blk >> 2 for blk in self.s_logical], self.hist)
             nx["hist"] = hist
@@ -579,9 +582,12 @@ class Receiver:
             row = [self.buf[p][self.delay[p]] for p in range(n)]
             nx["row_cnt"] = (self.row_cnt + 1) % P
             if self.row_cnt == 0:
-                if any(marker_id(row[p]) != self.am_id[p] for p in range(n)):
-                    nx["align"], nx["primed"] = A_WAIT, 0
-                    nx["align_failures"] = min(self.align_failures + 1, 0xFFFF)
+                # marker row: dropped; the check is registered and acted on next cycle
+                nx["chk_ok"] = int(all(marker_id(row[p]) == self.am_id[p] for p in range(n)))
+                nx["chk_due"] = 1
+            elif self.chk_due and not self.chk_ok:
+                nx["align"], nx["primed"] = A_WAIT, 0
+                nx["align_failures"] = min(self.align_failures + 1, 0xFFFF)
             else:
                 logical = [0] * n
                 for p in range(n):

@@ -127,6 +127,11 @@ RX_CASES = {
 
 
 RX_CASES.update({
+    # bit errors long enough that marker rows fail the check while the link is up
+    # (realign one cycle after the marker row), and it must come back
+    "3lanes-ber-realign": dict(n=3, P=20, S=2, skew=[1, 0, 0], perm=[2, 0, 1], realign=True,
+                               events=lambda rng, n: {250: lambda c: c.set_ber(3e-3),
+                                                      480: lambda c: c.set_ber(0)}),
     "1lane-w32-slip": dict(n=1, P=16, S=2, width=32,
                            events=lambda rng, n: {500: lambda c: c.slip(0, 5)}),
     "3lanes-w64-skew-perm-slip": dict(n=3, P=16, S=3, width=64, skew=[0, 2, 1],
@@ -152,14 +157,19 @@ def test_rx_matches_model_every_cycle(case):
         ch.skew(k, s)
     if "perm" in c:
         ch.permute(c["perm"])
-    inputs = channel_inputs(rng, rows, ch, c["events"](rng, n))
+    events = c["events"](rng, n)
+    inputs = channel_inputs(rng, rows, ch, events)
     model = pcs.make_receiver(n, P, S, 64, W)
     trace = compare_rx_amaranth(PcsRx(n, P, S, 64, W), model, inputs)
     assert sum(t["valid"] for t in trace) > 100        # data flowed
     assert trace[-1]["link_up"] == 1                    # and came back after the faults
-    # the rows delivered after the last link-up are the sent words, in order
+    if c.get("realign"):   # a failed marker-row check while the link was up
+        assert any(b["align_failures"] > a["align_failures"] and a["link_up"]
+                   for a, b in zip(trace, trace[1:]))
+    # the rows delivered after the last link-up and the last fault are the sent words
     last_up = max(t for t, x in enumerate(trace) if not x["link_up"]) + 1
-    got = [w for x in trace[last_up:] if x["valid"] for w in x["words"]]
+    start = max(last_up, max(events) + 100)
+    got = [w for x in trace[start:] if x["valid"] for w in x["words"]]
     assert len(got) >= 20 * n
     j = next(i for i, w in enumerate(got) if w[1] == 0)    # a data word (random, unique)
     i0 = words.index(got[j]) - j

@@ -32,7 +32,8 @@ class PcsRx(wiring.Component):
     lane starts a per-lane delay line (``max_skew + 1`` blocks); once all lanes have seen
     it, each lane reads its line at its own delay, so the rows line up (deskew) and lane
     ``id`` is put in logical position ``id`` (reorder). Marker rows are checked (all lanes a
-    marker of their id, else realign) and dropped; data rows are descrambled in stream order
+    marker of their id, else realign, one cycle later: the row after a bad marker row is
+    not delivered) and dropped; data rows are descrambled in stream order
     and decoded. The first data row after (re)alignment only primes the descrambler.
     Bit-exact and cycle-exact with :class:`sim.pcs.Receiver`.
 
@@ -193,6 +194,9 @@ class PcsRx(wiring.Component):
         primed = Signal()
         hist = Signal(58)
         m.d.sync += self.o_data.valid.eq(0)
+        chk_ok = Signal()     # the last marker row lined up (registered check)
+        chk_due = Signal()    # ... and it was in the previous cycle
+        m.d.sync += chk_due.eq(0)
 
         started_next = Cat(*[started[p] | marker_now[p] for p in range(n)])
         dcnt_next = [Mux(started[p], dcnt[p] + 1, 0) for p in range(n)]
@@ -261,10 +265,14 @@ class PcsRx(wiring.Component):
         with m.Else():
             m.d.sync += row_cnt.eq(Mux(row_cnt == P - 1, 0, row_cnt + 1))
             with m.If(eq(row_cnt, 0)):
-                with m.If(~Cat(*row_ok).all()):
-                    m.d.sync += [align.eq(A_WAIT), primed.eq(0)]
-                    with m.If(self.o_align_failures != 0xFFFF):
-                        m.d.sync += self.o_align_failures.eq(self.o_align_failures + 1)
+                # the marker row is dropped; whether it lined up is registered and acted on
+                # in the next cycle (timing: keeps the marker recognition of the deskewed
+                # row out of the alignment FSM's path)
+                m.d.sync += [chk_ok.eq(Cat(*row_ok).all()), chk_due.eq(1)]
+            with m.Elif(chk_due & ~chk_ok):
+                m.d.sync += [align.eq(A_WAIT), primed.eq(0)]
+                with m.If(self.o_align_failures != 0xFFFF):
+                    m.d.sync += self.o_align_failures.eq(self.o_align_failures + 1)
             with m.Else():
                 m.d.sync += [s_valid.eq(1), s_first.eq(~primed), primed.eq(1)]
                 m.d.sync += [s_logical[j].eq(logical[j]) for j in range(n)]
