@@ -97,6 +97,10 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer transactions")
     ap.add_argument("--only", default="1,2,3,4", help="sections to run (default all)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--configs", default=None,
+                    help="section 2 rows as tl_per_dl:replay_depth:rx_credits:start_every:BER,"
+                         "... (default: the table in docs/protocol.md)")
+    ap.add_argument("--depths", default="2,4,8,16", help="section 4 replay depths")
     opt = ap.parse_args(argv)
     only = {int(x) for x in opt.only.split(",")}
     n = 100 if opt.quick else 300
@@ -133,16 +137,17 @@ def main(argv=None):
         ]
         if opt.quick:
             configs = configs[1:4]
+        if opt.configs:
+            configs = [tuple(f(x) for f, x in zip((int, int, int, int, float), c.split(":")))
+                       for c in opt.configs.split(",")]
+        print(f"{'tl_per_dl':>9} {'depth':>5} {'credits':>7} {'K':>3} {'BER':>6} "
+              f"{'delivered':>9} {'lost/dup/bad':>12} {'replays':>7} {'START/flit':>10} "
+              f"{'lane goodput':>12} {'steady':>7} {'bound':>6} {'wall s':>6}", flush=True)
         for tl, depth, credits, K, ber in configs:
             s = run_link(opt.sim, {"tl_per_dl": tl, "replay_depth": depth,
                                    "rx_credits": credits},
                          dict(STREAM, n=n, ber=ber), seed=opt.seed, pcs=True, start_every=K)
             rows.append((tl, depth, credits, K, ber, s))
-        print(f"{'tl_per_dl':>9} {'depth':>5} {'credits':>7} {'K':>3} {'BER':>6} "
-              f"{'delivered':>9} {'lost/dup/bad':>12} {'replays':>7} {'START/flit':>10} "
-              f"{'lane goodput':>12} {'steady':>7} {'bound':>6} {'wall s':>6}")
-        for tl, depth, credits, K, ber, s in rows:
-            flits = s["status_a"]["tx_flits"] + s["status_a"]["tx_replayed"]
             words = s["words"]["ab"]
             starts = s["start_rows"]["ab"]
             per_flit = starts / max(1, words / dl_flit_slots(tl))
@@ -152,8 +157,7 @@ def main(argv=None):
             print(f"{tl:>9} {depth:>5} {credits:>7} {K:>3} {ber:>6g} {s['delivered']:>9} "
                   f"{bad:>12} {s['replays']:>7} {per_flit:>10.4f} {lane:>12.4f} "
                   f"{steady if steady is not None else float('nan'):>7.4f} "
-                  f"{breakdown(tl, K)['goodput']:>6.4f} {s['wall_s']:>6.0f}")
-            del flits
+                  f"{breakdown(tl, K)['goodput']:>6.4f} {s['wall_s']:>6.0f}", flush=True)
         print("(lane goodput: payload bits / (cycles x 132) from the first request accepted to "
               "the last delivered; steady: between the deliveries at 10 % and 90 % of the run; "
               "START/flit: START rows per DL flit sent A->B over the whole run, bring-up "
@@ -184,14 +188,14 @@ def main(argv=None):
         bound = breakdown(tl)["tl_header"] * breakdown(tl)["dl_header_crc"]
         print(f"{'replay_depth':>12} {'derived rate':>12} {'slot goodput':>12} "
               f"{'steady':>7}   (rx_credits=128 so credits do not bind; slot bound "
-              f"{bound:.4f})")
-        for depth in (2, 4, 8, 16):
+              f"{bound:.4f})", flush=True)
+        for depth in (int(x) for x in opt.depths.split(",")):
             s = run_link(opt.sim, {"tl_per_dl": tl, "replay_depth": depth, "rx_credits": 128},
                          dict(STREAM, n=n, latency=chan), seed=opt.seed)
             derived = bound * min(1.0, depth / ((rtt + 2 * F) / F))
             st = (s["steady_bytes_per_cycle"] or float("nan")) / 16
             print(f"{depth:>12} {derived:>12.4f} {s['goodput_bytes_per_cycle'] / 16:>12.4f} "
-                  f"{st:>7.4f}")
+                  f"{st:>7.4f}", flush=True)
         print("(derived rate: the slot bound times depth / ((RTT + 2F) / F), capped at 1: "
               "with fewer entries than a round trip of flits the sender waits for ACKs.)")
     return 0

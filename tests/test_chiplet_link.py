@@ -29,6 +29,11 @@ CASES = [
      {"n": 30, "pause": ["b_o_req", 150, 600], "stall": 3000}),
     ("verilator-ber1e-5-drops", "verilator", {}, {"n": 120, "ber": 1e-5, "link_drops": 1,
                                                   "drop_rate": 1e-4}),
+    # sparse traffic (95 % source idle, so every message closes its TL flit and most DL
+    # flits carry one TL flit), errors and backpressure; bounded by max_cycles, past which
+    # the run fails with a dump of what is pending instead of running on
+    ("icarus-idle95", "icarus", {}, {"n": 8, "idle": 0.95, "ber": 1e-4, "backpressure": 0.5,
+                                     "max_cycles": 60000}),
 ]
 
 

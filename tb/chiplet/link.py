@@ -224,6 +224,9 @@ class LinkTB(TB):
         # start the traffic only once both chiplets are ACTIVE (goodput/latency benches)
         self.start_after_link = bool(a.get("start_after_link", False))
         self.deliveries = []                   # (cycle, payload bytes) per delivered request
+        # hard limit on the run, in cycles: past it the test fails with a dump of what is
+        # still pending (instead of running on; 0: no limit)
+        self.max_cycles = int(a.get("max_cycles", 0))
         self.sb_req = LinkScoreboard("requests", self.seed, strict, self.watchdog)
         self.sb_cpl = LinkScoreboard("completions", self.seed, strict, self.watchdog)
         self.latency = []
@@ -330,6 +333,27 @@ class LinkTB(TB):
                 for fn in self.on_bringup:
                     fn(busy)
 
+    def pending_report(self):
+        """What is still outstanding: scoreboard queues, sources, tags, DUT status."""
+        out = {"cycle": self.cycle,
+               "requests_pending": {str(k): len(q) for k, q in self.sb_req.queues.items() if q},
+               "completions_pending": {str(k): len(q) for k, q in self.sb_cpl.queues.items()
+                                       if q}}
+        for s in self.sides:
+            out[s.name] = {"sent": s.sent, "done": s.done, "req_queue": len(s.req_src.queue),
+                           "rsp_queue": len(s.rsp_src.queue), "pending_rsp": len(s.pending_rsp),
+                           "outstanding_tags": sorted(s.outstanding)[:16],
+                           "status": self.status(s.name)}
+        return out
+
+    async def budget(self):
+        """Fail with :meth:`pending_report` once ``max_cycles`` cycles have passed."""
+        while self.cycle < self.max_cycles:
+            await Timer(10 * 256, unit="ns")
+        await ReadOnly()
+        raise ScoreboardError(f"link run exceeded max_cycles={self.max_cycles} (seed "
+                              f"{self.seed}): {self.pending_report()}")
+
     async def pauser(self):
         name, start, cycles = self.pause
         sink = {"a_o_req": self.sides[0].req_sink, "a_o_rsp": self.sides[0].rsp_sink,
@@ -357,6 +381,7 @@ class LinkTB(TB):
         outages = cocotb.start_soon(self.outages())
         if self.pause:
             cocotb.start_soon(self.pauser())
+        budget = cocotb.start_soon(self.budget()) if self.max_cycles else None
         if self.start_after_link:
             while not all(self.status(s)["state"] == 2 for s in "ab"):
                 await FallingEdge(self.clk)
@@ -373,6 +398,8 @@ class LinkTB(TB):
             await Timer(10 * 64, unit="ns")
         t1 = self.cycle
         self.watchdog.stop()
+        if budget is not None:
+            budget.cancel()
         await outages
         self.faults_off = True      # no new errors: every hit flit gets checked below
         await Timer(10 * 400, unit="ns")   # let in-flight control flits and counters settle
