@@ -63,10 +63,11 @@ class Switch(wiring.Component):
     n_chunks : int
         Open-chunk slots per reduction unit.
     pipeline : bool
-        The pipelined variant (VOQ mode only): requests from registered state only, the
-        iSLIP match registered, VOQs in one block RAM per input with a synchronous read,
-        the flit read registered and the crossbar registered into the output buffer.
-        ``iterations`` defaults to 1 here. Full rate needs ``out_depth >= 5``.
+        The pipelined variant (VOQ mode only): a registered request matrix, one iSLIP
+        round split into a grant and an accept stage (two interleaved sub-schedulers),
+        VOQs in one block RAM per input with a synchronous read, the flit read registered
+        and the crossbar registered into the output buffer. ``iterations`` must be 1
+        (the default here). Full rate needs ``out_depth >= 7``.
 
     Members
     -------
@@ -91,12 +92,13 @@ class Switch(wiring.Component):
     cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
     fills the credits, clears pointers, the group table and the counters.
 
-    ``pipeline=True``: handshake in t → ``o_port`` valid in t+5 (VOQ write; match in
-    t+1; RAM read in t+2; flit register in t+3; crossbar into the output buffer in t+4).
-    Credits are taken at the match, so the credit loop is 5 cycles and one output runs at
-    line rate with ``out_depth >= 5``. Allocation, ingress and drop rules are those of the
-    default variant; the default variant is the one the cycle-level model (sim/fabric)
-    reproduces.
+    ``pipeline=True``: handshake in t → ``o_port`` valid in t+6 (VOQ write; grant in
+    t+1; accept = match in t+2; RAM read in t+3; flit register in t+4; crossbar into the
+    output buffer in t+5). A credit taken at a match can be granted again 7 cycles later,
+    so one output runs at line rate with ``out_depth >= 7``. Ingress, drops, what may be
+    requested, pointers, locks and credits follow the default variant's rules
+    (docs/switch.md, "Pipelined variant"); the default variant is the one the
+    cycle-level model (sim/fabric) reproduces.
     """
 
     def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
@@ -517,6 +519,6 @@ BLOCKS = [
               Param("reduce", bool, False, "per-port reduction units (rtl/reduce)"),
               Param("n_chunks", int, 16, "open-chunk slots per reduction unit (1..64)"),
               Param("pipeline", bool, False, "registered iSLIP, block-RAM VOQs, pipelined "
-                    "crossbar (docs/switch.md; full rate needs out_depth >= 5)"),
+                    "crossbar (docs/switch.md; full rate needs out_depth >= 7)"),
           ]),
 ]
