@@ -134,6 +134,10 @@ class Fabric(wiring.Component):
                              "(one 128-bit slot = one row of two 64-bit blocks)")
         if not isinstance(latency, int) or latency < 0:
             raise ValueError(f"latency={latency!r} must be a non-negative integer")
+        if not isinstance(result_timeout, int) or not 1 <= result_timeout <= 255:
+            raise ValueError(f"result_timeout={result_timeout!r} must be an integer in 1..255")
+        if not isinstance(fault_seed, int) or fault_seed < 0:
+            raise ValueError(f"fault_seed={fault_seed!r} must be a non-negative integer")
         self.chiplet_params = dict(tl_per_dl=tl_per_dl, replay_depth=replay_depth,
                                    rx_credits=rx_credits, replay_timeout=replay_timeout,
                                    close_timeout=close_timeout)
@@ -151,7 +155,7 @@ class Fabric(wiring.Component):
         self.switch = Switch(n_ports=n, data_width=SLOT_BITS, depth=depth,
                              iterations=iterations or None, out_depth=out_depth,
                              n_groups=n_groups, reduce=True, n_chunks=n_chunks)
-        pcs_check(n_lanes, am_period, max_skew)
+        pcs_check(n_lanes, am_period, max_skew, ber_window)
         self.n_fault_lanes = 2 * n * n_lanes
         beat = stream.Signature(port_layout())
         super().__init__({
