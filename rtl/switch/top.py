@@ -259,6 +259,10 @@ class Switch(wiring.Component):
             drop = Signal(name=f"drop{r}")
             m.d.comb += drop.eq(drop_dest | drop_group | drop_kind)
 
+            if self.pipeline:
+                self._pipelined_ingress(m, r, q, port, valid, flit,
+                                        Cat(target, drop_dest, drop_group, drop_kind))
+                continue
             if voq:
                 done = Signal(N, name=f"done{r}")
                 rem = Signal(N, name=f"rem{r}")
@@ -268,10 +272,6 @@ class Switch(wiring.Component):
                 last_copy = rem == pick
                 m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(pick), q.i_wdata.eq(flit),
                              port.ready.eq(drop | (write & last_copy))]
-                if self.pipeline:
-                    # packet-lock bits, seen by the allocator before the RAM is read:
-                    # (sets or clears a lock, opens one)
-                    m.d.comb += q.i_wmeta.eq(Cat(flit.kind == Kind.UNICAST, ~flit.last))
                 with m.If(write):
                     m.d.sync += done.eq(Mux(last_copy, 0, done | pick))
             else:
@@ -361,6 +361,56 @@ class Switch(wiring.Component):
             else:
                 m.d.comb += self.o_unit_credit[o - n].eq(credit[o])
         return m
+
+    def _pipelined_ingress(self, m, r, q, port, valid, flit, route):
+        """``pipeline=True`` ingress of row ``r``: the routed flit (``route`` = target mask
+        and the three drop causes, from the same rules as the default variant) is
+        registered first; the VOQ writes (one copy per cycle, lowest member first) and
+        the counters work from that register. ``port.ready`` = the register is empty or
+        its flit leaves (dropped, or its last copy written) in this cycle."""
+        n = self.n_ports
+        N = q.n_ports
+        layout = self.flit.layout()
+        r_valid = Signal(name=f"in_valid{r}")
+        r_flit = Signal(layout, name=f"in_flit_r{r}")
+        r_route = Signal(len(route), name=f"in_route{r}")
+        target = r_route[:N]
+        d_dest, d_group, d_kind = r_route[N], r_route[N + 1], r_route[N + 2]
+        drop = d_dest | d_group | d_kind
+        done = Signal(N, name=f"done{r}")
+        rem = Signal(N, name=f"rem{r}")
+        pick = Signal(N, name=f"pick{r}")
+        m.d.comb += [rem.eq(target & ~done), pick.eq(lowest_bit(rem, N))]
+        write = r_valid & ~drop & (pick & q.o_notfull).any()
+        last_copy = rem == pick
+        take = Signal(name=f"in_take{r}")       # the registered flit leaves this cycle
+        m.d.comb += [take.eq(r_valid & (drop | (write & last_copy))),
+                     q.i_wen.eq(write), q.i_wsel.eq(pick), q.i_wdata.eq(r_flit),
+                     # packet-lock bits, seen by the allocator before the RAM is read
+                     q.i_wmeta.eq(Cat(r_flit.kind == Kind.UNICAST, ~r_flit.last)),
+                     port.ready.eq(~r_valid | take)]
+        with m.If(write):
+            m.d.sync += done.eq(Mux(last_copy, 0, done | pick))
+        with m.If(port.ready):
+            m.d.sync += [r_valid.eq(valid), r_flit.eq(flit), r_route.eq(route)]
+        # counters, one cycle late (their carry chains start at a register)
+        took = Signal(name=f"in_took{r}")
+        took_route = Signal(3, name=f"in_took_drops{r}")
+        stalled = Signal(name=f"in_stalled{r}")
+        m.d.sync += [took.eq(take), took_route.eq(Cat(d_dest, d_group, d_kind)),
+                     stalled.eq(valid & ~port.ready)]
+        st = self.o_stats[r] if r < n else self.o_unit_stats[r - n]
+        with m.If(took):
+            if r < n:
+                m.d.sync += [st.flits_in.eq(st.flits_in + ~took_route.any()),
+                             st.drop_dest.eq(st.drop_dest + took_route[0]),
+                             st.drop_group.eq(st.drop_group + took_route[1]),
+                             st.drop_kind.eq(st.drop_kind + took_route[2])]
+            else:
+                m.d.sync += st.result_drops.eq(st.result_drops + took_route.any())
+        if r < n:
+            with m.If(stalled):
+                m.d.sync += st.in_stalls.eq(st.in_stalls + 1)
 
     def _pipelined(self, m, queues, units, credit, lock_v, lock_in):
         """``pipeline=True``: a one-round iSLIP split over two cycles (grant, then accept)
