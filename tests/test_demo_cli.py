@@ -228,3 +228,20 @@ def test_testbench_report_schema_is_read(capsys, tmp_path, monkeypatch):
     assert r["bit_exact"] and r["stats"]["bytes_moved"] == 2048
     assert (r["crc_errors"], r["flips"], r["replays"], r["relocks"]) == (6, 12, 5, 2)
     assert r["goodput"]["rx"] == [pytest.approx((512 + 64 * e) / 16000) for e in range(4)]
+
+
+@pytest.mark.soak
+@pytest.mark.cocotb
+def test_demo_on_the_rtl_fabric(capsys, tmp_path):
+    """The whole demo on a 2-endpoint RTL fabric (Icarus), clean and with faults: every
+    workload bit-exact, the fault runs show replays and a relock. Minutes, hence soak."""
+    rc = main(["demo", "--sim", "icarus", "--endpoints", "2", "--elems", "1024",
+               "--tokens", "8", "--d-model", "64", "--ber", "1e-4", "--seed", "3",
+               "--out", str(tmp_path), "--json"])
+    out, _ = capsys.readouterr()
+    report = json.loads(out)
+    assert rc == 0, [r["error"] for r in report["runs"]]
+    assert all(r["bit_exact"] for r in report["runs"]) and len(report["runs"]) == 6
+    faulty = [r for r in report["runs"] if r["faults"]]
+    assert sum(r["replays"] for r in faulty) > 0
+    assert all(r["relocks"] >= 1 for r in faulty if r["cycles"] > r["faults"]["slip_at"])
