@@ -153,7 +153,7 @@ def main(argv=None) -> int:
     print()
     print("mean / max latency in cycles, arrival to output handshake "
           "(includes the source queue; minimum 3 = 1 source FIFO + 2 switch, "
-          "7 = 1 + 6 for the pipelined variant):")
+          "8 = 1 + 7 for the pipelined variant):")
     hdr = "  load  " + "".join(f"{lab:>26}" for lab in results)
     print(hdr)
     for k, load in enumerate(loads):

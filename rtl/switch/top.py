@@ -92,9 +92,9 @@ class Switch(wiring.Component):
     cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
     fills the credits, clears pointers, the group table and the counters.
 
-    ``pipeline=True``: handshake in t → ``o_port`` valid in t+6 (VOQ write; grant in
-    t+1; accept = match in t+2; RAM read in t+3; flit register in t+4; crossbar into the
-    output buffer in t+5). A credit taken at a match can be granted again 7 cycles later,
+    ``pipeline=True``: handshake in t → ``o_port`` valid in t+7 (input register; VOQ
+    write in t+1; grant in t+2; accept = match in t+3; RAM read in t+4; flit register in
+    t+5; crossbar into the output buffer in t+6). A credit taken at a match can be granted again 7 cycles later,
     so one output runs at line rate with ``out_depth >= 7``. Ingress, drops, what may be
     requested, pointers, locks and credits follow the default variant's rules
     (docs/switch.md, "Pipelined variant"); the default variant is the one the
