@@ -188,6 +188,11 @@ class FabricTB(TB):
         with open(self.results_path(), "w") as fh:
             json.dump(record, fh, indent=1, default=int)
 
+    def run_seed(self) -> int:
+        """The runner's seed (``SEED=`` reruns it)."""
+        return int(os.environ.get("COCOTB_RANDOM_SEED") or os.environ.get("RANDOM_SEED")
+                   or self.seed)
+
     def rng_for(self, stream):
         from tb.common.env import make_rng
         return make_rng(stream)
@@ -316,7 +321,7 @@ class FabricTB(TB):
                 "chiplet_ep": st_ep, "chiplet_sw": st_sw, "link": link,
                 "switch": self.switch_stats(e), "unit": self.unit_stats(e),
             })
-        out = {"workload": workload, "n_endpoints": self.n, "seed": self.seed,
+        out = {"workload": workload, "n_endpoints": self.n, "seed": self.run_seed(),
                "sim": self.sim, "cycles": cycles, "link_up_cycles": self.t_up,
                "bytes_moved": sum(x["received_bytes"] for x in eps),
                "replays": sum(x["replays"] for x in eps),
