@@ -61,7 +61,7 @@ async def _collect(ctx, port, n, rng, bp=0.3, limit=20000):
         _, _, valid, payload = await ctx.tick().sample(port.valid, port.payload.as_value())
         if valid and ready:
             got.append(int(payload))
-            if len(got) == n:
+            if n is not None and len(got) == n:
                 break
     ctx.set(port.ready, 0)
     return got
@@ -129,13 +129,20 @@ def test_egress_reassembles_interleaved_packets(seed):
                for s in range(n)}
     queues = {s: [dict(f, src=s) for m in per_src[s] for f in ref_flits(m)]
               for s in range(n)}
+    # RESULT flits (group 5, granules 0..9) mixed in: they must come out packed in RESULT
+    # messages on o_req, between whole requests
+    queues["res"] = [dict(data=int(rng.integers(1 << 62)), first=1, last=1, kind=Kind.RESULT,
+                          dest=5, chunk=c, src=c % n) for c in range(10)]
+    results = {q["chunk"]: q["data"] for q in queues["res"]}
     flits = []
     while any(queues.values()):
-        s = int(rng.choice([k for k, q in queues.items() if q]))
+        keys = [k for k, q in queues.items() if q]
+        s = keys[int(rng.integers(len(keys)))]
         flits.append(_flit_word(**queues[s].pop(0)))
     want_req = {s: [m for m in per_src[s] if m.opcode < Opcode.READ_CPL] for s in range(n)}
     want_rsp = {s: [m for m in per_src[s] if m.opcode >= Opcode.READ_CPL] for s in range(n)}
     n_req = sum(max(1, C.data_slots(m.opcode, m.length)) for v in want_req.values() for m in v)
+    n_req = None                # RESULT messages: as many as the packer's timeout makes
     n_rsp = sum(max(1, C.data_slots(m.opcode, m.length)) for v in want_rsp.values() for m in v)
     got = {}
 
@@ -143,7 +150,7 @@ def test_egress_reassembles_interleaved_packets(seed):
         await _drive(ctx, dut.i_flit, flits, rng, idle=0.2)
 
     async def sink_req(ctx):
-        got["req"] = await _collect(ctx, dut.o_req, n_req, rng)
+        got["req"] = await _collect(ctx, dut.o_req, n_req, rng, limit=1500)
 
     async def sink_rsp(ctx):
         got["rsp"] = await _collect(ctx, dut.o_rsp, n_rsp, rng)
@@ -162,8 +169,17 @@ def test_egress_reassembles_interleaved_packets(seed):
             k = max(1, C.data_slots(f["opcode"], f["length"]))
             msgs.append(Message.from_beats(beats[i:i + k]))
             i += k
+        got_res = {}
+        for m in msgs:
+            if m.opcode == Opcode.RESULT:
+                assert m.dest == 5 and m.src == 0xFF
+                ids = [m.chunk] + [(m.addr >> (16 * i)) & 0xFFFF for i in range(3)]
+                for i in range(m.status + 1):
+                    got_res[ids[i]] = int.from_bytes(m.data[16 * i:16 * i + 16], "little")
+        assert got_res == (results if key == "req" else {})
         for s in range(n):
-            assert [m for m in msgs if m.src == s] == want[s], f"{key} source {s} (seed {seed})"
+            assert [m for m in msgs if m.src == s and m.opcode != Opcode.RESULT] == want[s], \
+                f"{key} source {s} (seed {seed})"
 
 
 def ref_pack(results, timeout_groups):

@@ -325,7 +325,7 @@ class EgressBridge(wiring.Component):
     UNICAST/MULTICAST packets go through :class:`Reassembly`; responses (opcode ≥ 8) leave
     on ``o_rsp``, requests on ``o_req``. RESULT flits go through :class:`ResultPacker`,
     whose RESULT messages share ``o_req`` with the reassembled requests (message
-    granularity, the packer first when both wait at a message boundary). Flits of other
+    granularity, alternating when both wait at a message boundary). Flits of other
     kinds (REDUCE never reaches an output) are dropped and counted in ``o_drops``.
 
     Parameters
@@ -377,7 +377,10 @@ class EgressBridge(wiring.Component):
         # o_req: reassembled requests and RESULT messages, locked per message
         owner = Signal(2)            # 0 none, 1 reassembly, 2 packer
         pick_pk = Signal()
-        m.d.comb += pick_pk.eq(Mux(owner == 0, pk.o_beat.valid, owner == 2))
+        last_pk = Signal()           # the previous message on o_req was a RESULT
+        rb_req = rb.valid & ~to_rsp
+        m.d.comb += pick_pk.eq(Mux(owner == 0, pk.o_beat.valid & ~(rb_req & last_pk),
+                                   owner == 2))
         req = self.o_req
         m.d.comb += [req.valid.eq(Mux(pick_pk, pk.o_beat.valid, rb.valid & ~to_rsp)),
                      req.payload.eq(Mux(pick_pk, pk.o_beat.payload.beat, rb.payload.beat)),
@@ -388,4 +391,6 @@ class EgressBridge(wiring.Component):
         with m.If(req.valid & req.ready):
             last = Mux(pick_pk, pk.o_beat.payload.last, rb.payload.last)
             m.d.sync += owner.eq(Mux(last, 0, Mux(pick_pk, 2, 1)))
+            with m.If(last):
+                m.d.sync += last_pk.eq(pick_pk)
         return m
