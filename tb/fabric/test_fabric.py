@@ -242,11 +242,11 @@ async def test_workload(dut):
     wseed = int(args.get("seed", tb.seed))
     w = make_workload(name, tb.n, wseed, **dict(args.get("params") or {}))
     faults = args.get("faults") or None
-    for d in w.config_writes():
+    await _start(tb, faults)
+    for d in w.config_writes():           # after reset (a reset clears the group table)
         d = dict(d)
         g = d.pop("group")
         tb.write_entry(g, tb.entry.pack(**d))
-    await _start(tb, faults)
     await tb.config_done()
     if faults:
         tb.threshold = ber_threshold(float(faults.get("ber", 0)))
