@@ -3,7 +3,6 @@ from a real run of a 8-bit register design) and the rows the flow gives when nex
 out, fails or the design does not fit. Runs in milliseconds; needs no yowasp package."""
 
 import json
-import subprocess
 
 import pytest
 
@@ -150,7 +149,6 @@ def test_real_timeout_kills_the_tool(tmp_path):
 def test_cli_report_keeps_going(monkeypatch, capsys, tmp_path):
     """--report prints one table: a Yosys failure is a 'failed' row, a PnR time-out a row
     with Yosys figures and a note; results are saved as JSON."""
-    import rtl.blocks
     monkeypatch.setattr(flow, "check_tools", lambda target: (["y"], ["p"]))
     monkeypatch.setattr(flow, "_root", lambda: tmp_path)
     monkeypatch.setattr(flow, "REPORT_SETS", [("crc", {}), ("scrambler", {})])
