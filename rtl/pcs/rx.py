@@ -7,8 +7,8 @@ from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.pcs import (AM_BAD_LIMIT, KNOWN_TYPES, SYNC_CTRL, SYNC_DATA, WORD, BlockType,
-                     check_params, check_serdes_width)
+from sim.pcs import (AM_BAD_LIMIT, KNOWN_TYPES, MARKERS_100G, SYNC_CTRL, SYNC_DATA, WORD,
+                     BlockType, check_params, check_serdes_width)
 
 from .common import ID_BITS, bip8, descramble64, eq, marker_id
 from .gearbox import RxGearbox
@@ -205,10 +205,17 @@ class PcsRx(wiring.Component):
         rows = [Array(bufs[p])[delay[p]] for p in range(n)]
         row_sig = [Signal(66, name=f"row{p}") for p in range(n)]
         m.d.comb += [row_sig[p].eq(rows[p]) for p in range(n)]
+        # a deskewed row's block is "a marker of lane am_id": compare with the expected value
+        # (a table lookup by the am_id register, off the path) instead of recognising the
+        # marker and comparing ids (a 20-way priority encoder after the delay-line read);
+        # the same function, since the table values differ
+        expected = Array([Const(m0 | m1 << 8 | m2 << 16, 24) for m0, m1, m2 in MARKERS_100G])
         row_ok = []
         for p in range(n):
-            mk, mid = marker_id(m, row_sig[p], f"row_{p}")
-            row_ok.append(mk & (mid == am_id[p]))
+            rb = row_sig[p]
+            exp = Signal(24, name=f"row_expect{p}")
+            m.d.comb += exp.eq(expected[am_id[p]])
+            row_ok.append((rb[0:2] == SYNC_CTRL) & (rb[34:58] == ~rb[2:26]) & (rb[2:26] == exp))
         logical = []
         for j in range(n):
             sel = Signal(66, name=f"logical{j}")
