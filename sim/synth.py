@@ -429,13 +429,13 @@ def _short_params(block: str, params: dict[str, Any]) -> str:
 
 def format_table(rows: list[SynthResult | tuple[str, str]]) -> str:
     """A fixed-width table; a ``(block, error)`` row prints the error in place of figures."""
-    head = (f"{'block':<14} {'params':<36} {'device':<14} {'LUT4':>7} {'FF':>7} {'BRAM':>5} "
+    head = (f"{'block':<14} {'params':<44} {'device':<14} {'LUT4':>7} {'FF':>7} {'BRAM':>5} "
             f"{'DSP':>4} {'cells%':>6} {'Fmax MHz':>9} {'time s':>7}")
     lines = [head, "-" * len(head)]
     notes = []
     for r in rows:
         if isinstance(r, tuple):
-            lines.append(f"{r[0]:<14} {'':<36} {'':<14} {r[1]}")
+            lines.append(f"{r[0]:<14} {'':<44} {'':<14} {r[1]}")
             continue
         ok = r.status == "ok"
         pct = f"{100.0 * r.comb / r.comb_available:6.1f}" if r.comb_available else \
@@ -453,7 +453,7 @@ def format_table(rows: list[SynthResult | tuple[str, str]]) -> str:
             mark = f" [{len(notes) + 1}]"
             notes.append(f"[{len(notes) + 1}] {r.block} {_short_params(r.block, r.params)}: "
                          f"{r.note}")
-        lines.append(f"{r.block:<14} {_short_params(r.block, r.params)[:36]:<36} {dev:<14} "
+        lines.append(f"{r.block:<14} {_short_params(r.block, r.params)[:44]:<44} {dev:<14} "
                      f"{r.lut4:>7} {r.ff:>7} {r.bram:>5} {r.dsp:>4} {pct} {fmax} "
                      f"{total:>7.1f}{mark}")
     return "\n".join(lines + notes)
