@@ -147,6 +147,8 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     report = json.loads((tmp_path / "demo.json").read_text())
     assert [r["replays"] for r in report["runs"]] == [0, 0, 3, 3]
     assert [r["relocks"] for r in report["runs"]] == [0, 0, 1, 1]
+    runs = report["runs"]                        # speedup also between the fault runs
+    assert runs[2]["speedup"] == pytest.approx(runs[3]["cycles"] / runs[2]["cycles"])
     assert report["runs"][3]["ideal_cycles"] == 2 * slip_at or \
         report["runs"][3]["ideal_cycles"] == 2 * slip_at + 1
 
