@@ -193,7 +193,9 @@ def _verilog_ports(text: str, top: str) -> dict[str, tuple[str, int]]:
 @pytest.mark.parametrize("name", BLOCK_NAMES + ["kit-increment"])
 def test_port_map_matches_verilog(tmp_path, capsys, kit_block, name):
     out = tmp_path / "b.v"
-    code, _, err = _run(capsys, "generate", name, "-o", str(out))
+    block = all_blocks().get(name, kit_block)
+    sets = [a for k, v in block.ci_params.items() for a in ("--set", f"{k}={v}")]
+    code, _, err = _run(capsys, "generate", name, "-o", str(out), *sets)
     assert code == 0, err
     top = name.replace("-", "_")
     verilog = _verilog_ports(out.read_text(), top)
@@ -202,7 +204,7 @@ def test_port_map_matches_verilog(tmp_path, capsys, kit_block, name):
     mapped = {p["name"]: (p["direction"], p["width"]) for p in pm["ports"]}
     assert len(mapped) == len(pm["ports"]), "duplicate port names in the port map"
     assert mapped == verilog
-    assert pm["params"] == all_blocks().get(name, kit_block).defaults
+    assert pm["params"] == block.resolve(block.ci_params)
 
 
 _GEN_ALL = """
@@ -214,8 +216,9 @@ from tests.kit_dut import KitIncrement
 kit = Block("kit-increment", KitIncrement, params=[Param("width", int, 16)])
 rtl.blocks._CACHE = {**all_blocks(), kit.name: kit}
 out = sys.argv[1]
-for name in all_blocks():
-    assert main(["generate", name, "-o", f"{out}/{name}.v"]) == 0, name
+for name, block in all_blocks().items():
+    sets = [a for k, v in block.ci_params.items() for a in ("--set", f"{k}={v}")]
+    assert main(["generate", name, "-o", f"{out}/{name}.v", *sets]) == 0, name
 """
 
 

@@ -28,5 +28,5 @@ BLOCKS = [
               Param("n_chunks", int, 16, "open-chunk slots per reduction unit"),
               Param("result_timeout", int, 8, "cycles a partial RESULT message waits"),
               Param("fault_seed", int, 1, "seed of the lane error generators"),
-          ]),
+          ], ci_params={"n_endpoints": 2}),
 ]

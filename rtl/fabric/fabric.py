@@ -177,11 +177,11 @@ class Fabric(wiring.Component):
 
     def _direction(self, m, name, src, dst, e, d):
         """src chiplet → PCS → lanes (faults) → PCS → dst chiplet; returns the PcsRx."""
-        tx_ad = PhyToPcs()
+        tx_ad = PhyToPcs(tl_per_dl=self.chiplet_params["tl_per_dl"])
         tx = PcsTx(n_lanes=self.n_lanes, am_period=self.am_period)
         rx = PcsRx(n_lanes=self.n_lanes, am_period=self.am_period, max_skew=self.max_skew,
                    ber_window=self.ber_window)
-        rx_ad = PcsToPhy()
+        rx_ad = PcsToPhy(tl_per_dl=self.chiplet_params["tl_per_dl"])
         m.submodules[f"{name}_txad"] = tx_ad
         m.submodules[f"{name}_pcstx"] = tx
         m.submodules[f"{name}_pcsrx"] = rx
