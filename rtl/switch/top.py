@@ -351,15 +351,7 @@ class Switch(wiring.Component):
                 m.d.sync += [lock_v[o].eq(~moved.last), lock_in[o].eq(sel)]
             out_hs = port.valid & port.ready
             m.d.sync += credit[o].eq(credit[o] - xfer + out_hs)
-            if o < n:
-                st = self.o_stats[o]
-                m.d.comb += self.o_credit[o].eq(credit[o])
-                with m.If(out_hs):
-                    m.d.sync += st.flits_out.eq(st.flits_out + 1)
-                with m.If(port.valid & ~port.ready):
-                    m.d.sync += st.out_stalls.eq(st.out_stalls + 1)
-            else:
-                m.d.comb += self.o_unit_credit[o - n].eq(credit[o])
+            self._output_counters(m, o, port, out_hs, credit)
         return m
 
     def _pipelined_ingress(self, m, r, q, port, valid, flit, route):
