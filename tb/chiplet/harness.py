@@ -65,6 +65,25 @@ class _Channel(wiring.Component):
         return m
 
 
+def _pair_members(err_width: int) -> dict:
+    """The members both pair harnesses share: each side's four accelerator ports, link-up
+    input and status; each direction's fault inputs (``i_err`` of ``err_width`` bits) and
+    hit/word counters."""
+    sig = {}
+    for side in ("a", "b"):
+        for port, flow in (("i_req", In), ("o_req", Out), ("i_rsp", In), ("o_rsp", Out)):
+            sig[f"{side}_{port}"] = flow(stream.Signature(port_layout()))
+        sig[f"i_link_up_{side}"] = In(1)
+        sig[f"o_status_{side}"] = Out(STATUS.layout())
+    for d in ("ab", "ba"):
+        sig[f"i_err_{d}"] = In(err_width)
+        sig[f"i_drop_{d}"] = In(1)
+        sig[f"i_dark_{d}"] = In(1)
+        sig[f"o_hit_{d}"] = Out(16)
+        sig[f"o_words_{d}"] = Out(32)
+    return sig
+
+
 class ChipletPair(wiring.Component):
     """Chiplet A (node 1) and chiplet B (node 2) joined by two fault channels.
 
@@ -81,19 +100,7 @@ class ChipletPair(wiring.Component):
         self.params = params
         self.a = Chiplet(**params)
         self.b = Chiplet(**params)
-        sig = {}
-        for side in ("a", "b"):
-            for port, flow in (("i_req", In), ("o_req", Out), ("i_rsp", In), ("o_rsp", Out)):
-                sig[f"{side}_{port}"] = flow(stream.Signature(port_layout()))
-            sig[f"i_link_up_{side}"] = In(1)
-            sig[f"o_status_{side}"] = Out(STATUS.layout())
-        for d in ("ab", "ba"):
-            sig[f"i_err_{d}"] = In(PHY_WORD.width)
-            sig[f"i_drop_{d}"] = In(1)
-            sig[f"i_dark_{d}"] = In(1)
-            sig[f"o_hit_{d}"] = Out(16)
-            sig[f"o_words_{d}"] = Out(32)
-        super().__init__(sig)
+        super().__init__(_pair_members(PHY_WORD.width))
 
     def elaborate(self, platform):
         m = Module()
@@ -135,19 +142,10 @@ class ChipletPcsPair(wiring.Component):
         self.params = params
         self.a = Chiplet(**params)
         self.b = Chiplet(**params)
-        sig = {}
+        sig = _pair_members(132)
         for side in ("a", "b"):
-            for port, flow in (("i_req", In), ("o_req", Out), ("i_rsp", In), ("o_rsp", Out)):
-                sig[f"{side}_{port}"] = flow(stream.Signature(port_layout()))
-            sig[f"i_link_up_{side}"] = In(1)
-            sig[f"o_status_{side}"] = Out(STATUS.layout())
             sig[f"o_pcs_up_{side}"] = Out(1)
         for d in ("ab", "ba"):
-            sig[f"i_err_{d}"] = In(132)
-            sig[f"i_drop_{d}"] = In(1)
-            sig[f"i_dark_{d}"] = In(1)
-            sig[f"o_hit_{d}"] = Out(16)
-            sig[f"o_words_{d}"] = Out(32)
             sig[f"o_starts_{d}"] = Out(32)
         super().__init__(sig)
 
