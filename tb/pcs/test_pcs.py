@@ -316,6 +316,21 @@ async def test_skew_max(dut):
     export_coverage()
 
 
+def _check_slips(tb, plan) -> list[tuple[int, int]]:
+    """Check the relock after every ``(at, lane, k)`` slip of ``plan``; return the cycle
+    windows in which the receiver may deliver errors (slip to relock plus the pipeline)."""
+    windows = []
+    perm = tb.channel.perm
+    for at, lane, k in plan:
+        out_lane = perm.index(lane)
+        lock = np.array([t["block_lock"][out_lane] for t in tb.trace])
+        # the slipped bits reach the receiver 2 cycles later (slack) at most
+        _check_relock(tb, lock, at, k, out_lane)
+        lost = at + int(np.argmax(lock[at:] == 0))
+        windows.append((at, lost + tb.cyc(8 + tb.S)))
+    return windows
+
+
 def _check_relock(tb: PcsTb, lock, at: int, k: int, lane: int) -> None:
     """A slip of ``k`` bits at cycle ``at`` on output lane ``lane``: locked before, lock
     lost within 128 blocks (16 invalid headers in a window of 64), regained within
@@ -358,15 +373,7 @@ async def test_slip_relock(dut):
     await tb.start()
     await tb.run_until(cycles)
     tb.check_tx()
-    windows = []
-    perm = tb.channel.perm
-    for at, lane, k in plan:
-        out_lane = perm.index(lane)
-        lock = np.array([t["block_lock"][out_lane] for t in tb.trace])
-        # the slipped bits reach the receiver 2 cycles later (slack) at most
-        _check_relock(tb, lock, at, k, out_lane)
-        lost = at + int(np.argmax(lock[at:] == 0))
-        windows.append((at, lost + tb.cyc(8 + tb.S)))
+    windows = _check_slips(tb, plan)
     assert tb.trace[-1]["link_up"] == 1
     tb.check_runs(allow_errors_in=windows)
     export_coverage()
@@ -481,7 +488,7 @@ async def test_slip_sweep(dut):
     budget = len(amounts) * tb.cyc(700 + 4 * tb.P) + tb.cyc(400 + 4 * tb.P)
     tb.send_rows(budget)
     await tb.start()
-    plan, windows = [], []
+    plan = []
     for i, k in enumerate(amounts):
         # wait for the link to be up and steady (a whole marker period)
         while True:
@@ -499,13 +506,7 @@ async def test_slip_sweep(dut):
         plan.append((at, lane, k_signed))
         sample_slip(k)
     await tb.run_until(tb.cycle + tb.cyc(400 + 4 * tb.P))
-    perm = tb.channel.perm
-    for at, lane, k in plan:
-        out_lane = perm.index(lane)
-        lock = np.array([t["block_lock"][out_lane] for t in tb.trace])
-        _check_relock(tb, lock, at, k, out_lane)
-        lost = at + int(np.argmax(lock[at:] == 0))
-        windows.append((at, lost + tb.cyc(8 + tb.S)))
+    windows = _check_slips(tb, plan)
     assert tb.trace[-1]["link_up"] == 1
     tb.check_tx()
     tb.check_runs(allow_errors_in=windows)
