@@ -264,16 +264,8 @@ class Switch(wiring.Component):
                                         Cat(target, drop_dest, drop_group, drop_kind))
                 continue
             if voq:
-                done = Signal(N, name=f"done{r}")
-                rem = Signal(N, name=f"rem{r}")
-                pick = Signal(N, name=f"pick{r}")
-                m.d.comb += [rem.eq(target & ~done), pick.eq(lowest_bit(rem, N))]
-                write = valid & ~drop & (pick & q.o_notfull).any()
-                last_copy = rem == pick
-                m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(pick), q.i_wdata.eq(flit),
-                             port.ready.eq(drop | (write & last_copy))]
-                with m.If(write):
-                    m.d.sync += done.eq(Mux(last_copy, 0, done | pick))
+                write, last_copy = self._replicate(m, r, q, valid, target, drop)
+                m.d.comb += [q.i_wdata.eq(flit), port.ready.eq(drop | (write & last_copy))]
             else:
                 write = valid & ~drop & q.o_notfull[0]
                 m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(0),
@@ -354,6 +346,21 @@ class Switch(wiring.Component):
             self._output_counters(m, o, port, out_hs, credit)
         return m
 
+    def _replicate(self, m, r, q, valid, target, drop):
+        """Write a flit into input queue ``q``'s VOQs, one copy per cycle, lowest target
+        first; returns ``(write, last_copy)`` (the flit is done after the last copy)."""
+        N = len(target)
+        done = Signal(N, name=f"done{r}")
+        rem = Signal(N, name=f"rem{r}")
+        pick = Signal(N, name=f"pick{r}")
+        m.d.comb += [rem.eq(target & ~done), pick.eq(lowest_bit(rem, N))]
+        write = valid & ~drop & (pick & q.o_notfull).any()
+        last_copy = rem == pick
+        m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(pick)]
+        with m.If(write):
+            m.d.sync += done.eq(Mux(last_copy, 0, done | pick))
+        return write, last_copy
+
     def _pipelined_ingress(self, m, r, q, port, valid, flit, route):
         """``pipeline=True`` ingress of row ``r``: the routed flit (``route`` = target mask
         and the three drop causes, from the same rules as the default variant) is
@@ -369,20 +376,13 @@ class Switch(wiring.Component):
         target = r_route[:N]
         d_dest, d_group, d_kind = r_route[N], r_route[N + 1], r_route[N + 2]
         drop = d_dest | d_group | d_kind
-        done = Signal(N, name=f"done{r}")
-        rem = Signal(N, name=f"rem{r}")
-        pick = Signal(N, name=f"pick{r}")
-        m.d.comb += [rem.eq(target & ~done), pick.eq(lowest_bit(rem, N))]
-        write = r_valid & ~drop & (pick & q.o_notfull).any()
-        last_copy = rem == pick
+        write, last_copy = self._replicate(m, r, q, r_valid, target, drop)
         take = Signal(name=f"in_take{r}")       # the registered flit leaves this cycle
         m.d.comb += [take.eq(r_valid & (drop | (write & last_copy))),
-                     q.i_wen.eq(write), q.i_wsel.eq(pick), q.i_wdata.eq(r_flit),
+                     q.i_wdata.eq(r_flit),
                      # packet-lock bits, seen by the allocator before the RAM is read
                      q.i_wmeta.eq(Cat(r_flit.kind == Kind.UNICAST, ~r_flit.last)),
                      port.ready.eq(~r_valid | take)]
-        with m.If(write):
-            m.d.sync += done.eq(Mux(last_copy, 0, done | pick))
         with m.If(port.ready):
             m.d.sync += [r_valid.eq(valid), r_flit.eq(flit), r_route.eq(route)]
         # counters, one cycle late (their carry chains start at a register)
