@@ -16,7 +16,7 @@ CI_PARAMS = {"n_endpoints": 2}
 
 def _run(params, testcase, args, sim="icarus"):
     result = runner.run("fabric", TB, params, sim=sim, testcase=testcase,
-                        test_args={"stall_cycles": 5000, **args})
+                        test_args={"stall_cycles": 5000, **args}, vpi="top")
     assert result.tests and not result.failed
     return json.loads((result.test_dir / "fabric_results.json").read_text())
 
@@ -25,6 +25,14 @@ def _run(params, testcase, args, sim="icarus"):
 def test_fabric_traffic_icarus():
     res = _run(CI_PARAMS, "test_traffic", {"messages": 6})
     assert res["bytes_moved"] > 0 and res["replays"] == 0
+
+
+@pytest.mark.cocotb
+def test_fabric_traffic_verilator():
+    """Verilator with only the top level's ports public (``vpi="top"``): the build the demo
+    uses by default (tb/common/runner.py)."""
+    res = _run(CI_PARAMS, "test_traffic", {"messages": 6}, sim="verilator")
+    assert res["bytes_moved"] > 0 and res["replays"] == 0 and res["sim"] == "verilator"
 
 
 @pytest.mark.cocotb
@@ -58,6 +66,6 @@ def test_fabric_workload_soak(workload, tmp_path):
                         testcase="test_workload",
                         test_args={"workload": workload, "params": params,
                                    "faults": {"ber": 1e-5, "slip_lane": 1},
-                                   "result_file": str(out)})
+                                   "result_file": str(out)}, vpi="top")
     assert result.tests and not result.failed
     assert json.loads(out.read_text())["bit_exact"]

@@ -198,7 +198,7 @@ def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
         try:
             r = runner.run(BLOCK, TB_MODULE, params, sim=args.sim, seed=seed,
                            testcase=TB_TESTCASE, test_args=test_args, waves=args.waves,
-                           name=f"demo-{tag}")
+                           name=f"demo-{tag}", vpi="top")
             if args.waves:
                 print(f"  waves: {r.test_dir}", file=sys.stderr)
         except runner.CocotbFailure as exc:
