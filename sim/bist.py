@@ -394,3 +394,186 @@ def _vectors_gen(params: dict, seed: int, count: int) -> dict:
 
 
 VECTORS = {"bist-gen": _vectors_gen}
+
+
+# -- fabric BIST at the accelerator port (rtl/fabric/bist.py) ----------------------------------
+#: Bits of data per accelerator-port beat (``sim.chiplet.PORT_BEAT``: one 16-byte slot).
+PORT_DATA_BITS = 128
+#: Message lengths in bytes by length code (= ``sim.chiplet.LENGTHS``), 4 beats per 64 bytes.
+PORT_LENGTHS = (64, 128, 192, 256)
+PORT_BEATS_PER_CODE = 4
+#: LFSR streams of the port generator and checker (:func:`seed_state`; 0..2 are the switch
+#: BIST's): 3 message draws, 4 load, 5 the checker's backpressure.
+PORT_STREAMS = {"message": 3, "load": 4, "stall": 5}
+#: Planted faults of a port generator (test only): ``flip`` inverts data bit
+#: :data:`PORT_FLIP_BIT` of every beat of message ``fault_at``; ``skip`` gives message
+#: ``fault_at`` the sequence number one past the right one (one number skipped).
+PORT_FAULTS = ("none", "flip", "skip")
+PORT_FLIP_BIT = 100
+#: The fabric BIST control word (``FabricBist.i_bist``), LSB first.
+BIST_CONTROL = Fields([("enable", 1), ("load", 9), ("stall", 8), ("budget", 32)])
+
+
+def check_port_gen_params(n_endpoints, endpoint, max_bytes, seed, fault="none",
+                          fault_at=0) -> None:
+    """Raise ValueError naming the first bad parameter of a port generator."""
+    if not isinstance(n_endpoints, int) or not 2 <= n_endpoints <= MAX_PORTS:
+        raise ValueError(f"n_endpoints={n_endpoints!r} must be an integer in 2..{MAX_PORTS}")
+    if not isinstance(endpoint, int) or not 0 <= endpoint < n_endpoints:
+        raise ValueError(f"endpoint={endpoint!r} must be in 0..{n_endpoints - 1}")
+    if max_bytes not in PORT_LENGTHS:
+        raise ValueError(f"max_bytes={max_bytes!r} is not one of "
+                         f"{', '.join(map(str, PORT_LENGTHS))}")
+    check_seed(seed)
+    if fault not in PORT_FAULTS:
+        raise ValueError(f"fault={fault!r} is not one of {', '.join(PORT_FAULTS)}")
+    if not isinstance(fault_at, int) or not 0 <= fault_at < (1 << 32):
+        raise ValueError(f"fault_at={fault_at!r} must be a 32-bit unsigned integer")
+
+
+@dataclass(frozen=True)
+class PortMessage:
+    dest: int
+    seq: int
+    code: int           # 2-bit length code: PORT_LENGTHS[code] bytes
+
+    @property
+    def beats(self) -> int:
+        return PORT_BEATS_PER_CODE * (self.code + 1)
+
+
+class PortGenModel:
+    """The WRITE messages a ``rtl.fabric.bist.PortTrafficGen`` issues, in order.
+
+    Message k uses ``r_k``, the message LFSR's state after k + 1 advances of 31 bits
+    (stream 3 of :func:`seed_state`): destination ``d = ((r_k & 0xFFFF) * (n - 1)) >> 16``,
+    plus one if ``d >= endpoint`` (every other endpoint, never itself); length code
+    ``(((r_k >> 16) & 0xFF) * n_codes) >> 8`` with ``n_codes`` = the codes up to
+    ``max_bytes``. Sequence numbers count per destination (16 bits). Load, backpressure
+    and the fabric do not change the sequence; a planted ``skip`` does (as documented in
+    :data:`PORT_FAULTS`), a ``flip`` only changes data.
+    """
+
+    def __init__(self, n_endpoints: int = 2, endpoint: int = 0, max_bytes: int = 256,
+                 seed: int = 1, fault: str = "none", fault_at: int = 0):
+        check_port_gen_params(n_endpoints, endpoint, max_bytes, seed, fault, fault_at)
+        self.n, self.endpoint, self.max_bytes, self.seed = n_endpoints, endpoint, max_bytes, seed
+        self.fault, self.fault_at = fault, fault_at
+        self.n_codes = PORT_LENGTHS.index(max_bytes) + 1
+        self.state = seed_state(seed, endpoint, PORT_STREAMS["message"])
+        self.next_seq = [0] * n_endpoints
+        self.count = 0
+
+    def messages(self, n: int) -> list[PortMessage]:
+        """The next ``n`` messages (continues where the previous call stopped)."""
+        out = []
+        for _ in range(int(n)):
+            self.state, _ = lfsr_step(self.state, LFSR_ORDER)
+            r = self.state
+            d = ((r & 0xFFFF) * (self.n - 1)) >> 16
+            dest = d + (d >= self.endpoint)
+            code = (((r >> 16) & 0xFF) * self.n_codes) >> 8
+            skip = int(self.fault == "skip" and self.count == self.fault_at)
+            seq = (self.next_seq[dest] + skip) % (1 << SEQ_BITS)
+            self.next_seq[dest] = (seq + 1) % (1 << SEQ_BITS)
+            out.append(PortMessage(dest, seq, code))
+            self.count += 1
+        return out
+
+    def beats_of(self, msgs) -> list[int]:
+        """``sim.chiplet.PORT_BEAT`` words of ``msgs``: a WRITE with ``tag = seq & 0xFF``,
+        ``addr = seq``, ``src`` = endpoint, data beat b = ``make_data(128, src, dest, seq,
+        b)`` (``flip``: bit :data:`PORT_FLIP_BIT` inverted in message ``fault_at``). The
+        caller numbers messages from 0 in ``msgs``' order for the planted flip."""
+        from sim.chiplet import PORT_BEAT, Opcode
+        out = []
+        for k, m in enumerate(msgs):
+            flip = (1 << PORT_FLIP_BIT) if self.fault == "flip" and k == self.fault_at else 0
+            data = make_data_array(PORT_DATA_BITS, [self.endpoint] * m.beats,
+                                   [m.dest] * m.beats, [m.seq] * m.beats, range(m.beats))
+            for d in data:
+                out.append(PORT_BEAT.pack(data=d ^ flip, opcode=int(Opcode.WRITE),
+                                          length=m.code, status=0, tag=m.seq & 0xFF,
+                                          dest=m.dest, src=self.endpoint, op=0, dtype=0,
+                                          rsvd0=0, chunk=0, addr=m.seq, rsvd1=0))
+        return out
+
+
+class PortCheckModel:
+    """Counters of a ``rtl.fabric.bist.PortTrafficCheck`` at ``endpoint`` after the
+    ``sim.chiplet.PORT_BEAT`` words fed so far (the rules of its docstring)."""
+
+    def __init__(self, n_endpoints: int = 2, endpoint: int = 0):
+        check_port_gen_params(n_endpoints, endpoint, PORT_LENGTHS[-1], 1)
+        self.n, self.endpoint = n_endpoints, endpoint
+        self.c = {"messages": 0, "beats": 0, "seq_errors": 0, "data_errors": 0,
+                  "unexpected": 0, "rsp_beats": 0, "expected": [0] * n_endpoints}
+        self.left = 0           # beats still to come of the current message
+        self.beat = self.seq = self.src = self.write = 0
+
+    def feed(self, words) -> dict:
+        from sim.chiplet import PORT_BEAT, Opcode
+        no_data = (Opcode.NULL, Opcode.READ, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK)
+        c = self.c
+        for w in words:
+            f = PORT_BEAT.unpack(w)
+            starts = self.left == 0
+            if starts:
+                # sim.chiplet.data_slots, for any 4-bit opcode (as the RTL frames them)
+                self.left = 1 if f["opcode"] in no_data else 4 * (f["length"] + 1)
+                self.beat, self.seq, self.src = 0, f["addr"] & 0xFFFF, f["src"]
+                self.write = f["opcode"] == Opcode.WRITE
+                c["messages"] = (c["messages"] + 1) & COUNTER_MAX
+                if not self.write:
+                    c["unexpected"] = _sat(c["unexpected"] + 1)
+            else:
+                self.beat += 1
+            self.left -= 1
+            c["beats"] = (c["beats"] + 1) & COUNTER_MAX
+            if not self.write:
+                continue
+            good = (self.src < self.n and f["dest"] == self.endpoint and f["data"]
+                    == make_data(PORT_DATA_BITS, self.src, self.endpoint, self.seq, self.beat))
+            if not good:
+                c["data_errors"] = _sat(c["data_errors"] + 1)
+            if starts and self.src < self.n:
+                exp = c["expected"]
+                if good:
+                    if self.seq != exp[self.src]:
+                        c["seq_errors"] = _sat(c["seq_errors"] + 1)
+                    exp[self.src] = (self.seq + 1) % (1 << SEQ_BITS)
+                else:
+                    exp[self.src] = (exp[self.src] + 1) % (1 << SEQ_BITS)
+        return c
+
+    def feed_rsp(self, n_beats: int) -> dict:
+        self.c["rsp_beats"] = _sat(self.c["rsp_beats"] + int(n_beats))
+        return self.c
+
+
+def port_traffic(n_endpoints: int, budget: int, max_bytes: int = 256, seed: int = 1,
+                 faults: dict | None = None) -> dict:
+    """What ``n_endpoints`` port generators with ``budget`` messages each send, per (source,
+    destination): ``count[s][d]`` messages, ``beats[s][d]`` beats and ``next_seq[s][d]``
+    (the generator's final sequence number to ``d``). ``faults``: ``{endpoint: (fault,
+    fault_at)}``. The reference of the fabric BIST tests."""
+    n = n_endpoints
+    count = [[0] * n for _ in range(n)]
+    beats = [[0] * n for _ in range(n)]
+    next_seq = []
+    msgs = []
+    for s in range(n):
+        fault, at = (faults or {}).get(s, ("none", 0))
+        g = PortGenModel(n, s, max_bytes, seed, fault, at)
+        ms = g.messages(budget)
+        for m in ms:
+            count[s][m.dest] += 1
+            beats[s][m.dest] += m.beats
+        next_seq.append(list(g.next_seq))
+        msgs.append(ms)
+    return {"count": count, "beats": beats, "next_seq": next_seq, "messages": msgs}
+
+
+__all__ += ["PORT_DATA_BITS", "PORT_LENGTHS", "PORT_BEATS_PER_CODE", "PORT_STREAMS",
+            "PORT_FAULTS", "PORT_FLIP_BIT", "BIST_CONTROL", "check_port_gen_params",
+            "PortMessage", "PortGenModel", "PortCheckModel", "port_traffic"]

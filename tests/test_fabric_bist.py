@@ -1,0 +1,326 @@
+"""Fabric BIST (rtl/fabric/bist.py, block ``fabric-bist``).
+
+Amaranth-simulator unit tests: the port generator's beats equal ``sim.bist.PortGenModel``
+bit for bit (also with its planted faults), and the port checker's counters equal
+``sim.bist.PortCheckModel`` on clean traffic and on traffic with injected drops,
+duplicates, flipped bits, wrong destinations, non-WRITE messages and response beats.
+
+cocotb (tb/fabric/test_bist.py, counters only): two endpoints on Icarus in CI, clean with
+lane faults (BER on every lane + a slip) and with a planted data flip; 4/8 endpoints,
+Verilator and the planted skip are soak.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from rtl.blocks import BlockError, get_block
+from rtl.fabric.bist import FabricBist, PortTrafficCheck, PortTrafficGen
+from sim.bist import PORT_FLIP_BIT, PortCheckModel, PortGenModel, port_traffic
+from sim.chiplet import PORT_BEAT, Opcode
+
+
+def _run(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def _collect(dut, n_beats, load, ready_prob, seed, budget=0):
+    rng = np.random.default_rng(seed)
+    got, info = [], {}
+
+    async def bench(ctx):
+        ctx.set(dut.i_load, load)
+        ctx.set(dut.i_budget, budget)
+        ctx.set(dut.i_enable, 1)
+        cycles = 0
+        while len(got) < n_beats and cycles < 50 * n_beats + 200:
+            ready = int(rng.random() < ready_prob)
+            ctx.set(dut.o_req.ready, ready)
+            if ready and ctx.get(dut.o_req.valid):
+                got.append(ctx.get(dut.o_req.payload.as_value()))
+            await ctx.tick()
+            cycles += 1
+        ctx.set(dut.o_req.ready, 0)
+        for _ in range(3):
+            await ctx.tick()
+        info.update(cycles=cycles, beats=ctx.get(dut.o_beats),
+                    messages=ctx.get(dut.o_messages), started=ctx.get(dut.o_started),
+                    done=ctx.get(dut.o_done),
+                    next_seq=[ctx.get(dut.o_next_seq[i]) for i in range(dut.n_endpoints)])
+
+    _run(dut, bench)
+    return got, info
+
+
+GEN_CASES = {
+    "n2-e0-256B": dict(n_endpoints=2, endpoint=0, max_bytes=256, seed=1),
+    "n5-e4-128B": dict(n_endpoints=5, endpoint=4, max_bytes=128, seed=0xDEADBEEF),
+    "n8-e3-64B": dict(n_endpoints=8, endpoint=3, max_bytes=64, seed=7),
+    "n3-e1-flip": dict(n_endpoints=3, endpoint=1, max_bytes=192, seed=2, fault="flip",
+                       fault_at=2),
+    "n3-e1-skip": dict(n_endpoints=3, endpoint=1, max_bytes=192, seed=2, fault="skip",
+                       fault_at=1),
+}
+
+
+@pytest.mark.parametrize("params", GEN_CASES.values(), ids=GEN_CASES.keys())
+def test_port_generator_matches_model(params):
+    budget = 12
+    model = PortGenModel(**params)
+    msgs = model.messages(budget)
+    want = model.beats_of(msgs)
+    got, info = _collect(PortTrafficGen(**params), len(want) + 5, load=170, ready_prob=0.7,
+                         seed=11, budget=budget)
+    assert got == want                        # every beat, and nothing past the budget
+    assert info["beats"] == len(want) and info["messages"] == budget
+    assert info["started"] == budget and info["done"] == 1
+    assert info["next_seq"] == model.next_seq
+    # destinations: every other endpoint, never itself
+    assert all(m.dest != params["endpoint"] for m in msgs)
+    if params.get("fault") == "flip":
+        # exactly the beats of message fault_at differ from the clean generator's, in bit 100
+        clean = dict(params, fault="none", fault_at=0)
+        cm = PortGenModel(**clean)
+        ref = cm.beats_of(cm.messages(budget))
+        diff = [a ^ b for a, b in zip(got, ref) if a != b]
+        assert diff == [1 << PORT_FLIP_BIT] * msgs[params["fault_at"]].beats
+
+
+def test_port_generator_line_rate():
+    """At load 256 and ready always high, messages follow back to back (one beat per
+    cycle) once the first is decided (one cycle)."""
+    params = dict(n_endpoints=4, endpoint=2, max_bytes=256, seed=5)
+    want = PortGenModel(**params).beats_of(PortGenModel(**params).messages(6))
+    got, info = _collect(PortTrafficGen(**params), len(want), load=256, ready_prob=1.0,
+                         seed=1, budget=6)
+    assert got == want and info["cycles"] == len(want) + 1
+
+
+def _check_run(params, beats, rsp_beats=0, stall=0, seed=3):
+    """Feed ``beats`` (PORT_BEAT words) into a PortTrafficCheck with random idle cycles;
+    return its counters."""
+    dut = PortTrafficCheck(**params)
+    rng = np.random.default_rng(seed)
+    out = {}
+
+    async def bench(ctx):
+        ctx.set(dut.i_stall, stall)
+        k, rsp = 0, rsp_beats
+        for _ in range(20 * len(beats) + 100):
+            if k == len(beats) and rsp == 0:
+                break
+            if k < len(beats) and rng.random() < 0.8:
+                ctx.set(dut.i_req.valid, 1)
+                ctx.set(dut.i_req.payload.as_value(), beats[k])
+            else:
+                ctx.set(dut.i_req.valid, 0)
+            ctx.set(dut.i_rsp.valid, int(rsp > 0))
+            took = ctx.get(dut.i_req.valid) and ctx.get(dut.i_req.ready)
+            await ctx.tick()
+            k += bool(took)
+            rsp -= rsp > 0
+        assert k == len(beats), "checker stalled"
+        ctx.set(dut.i_req.valid, 0)
+        ctx.set(dut.i_rsp.valid, 0)
+        for _ in range(3):                    # documented latency to the counters
+            await ctx.tick()
+        for name in ("messages", "beats", "seq_errors", "data_errors", "unexpected",
+                     "rsp_beats"):
+            out[name] = ctx.get(getattr(dut, f"o_{name}"))
+        out["expected"] = [ctx.get(dut.o_expected[s]) for s in range(dut.n_endpoints)]
+
+    _run(dut, bench)
+    return out
+
+
+def _traffic_to(n, dest, per_source, seed=1):
+    """Per source, the beats of its messages to ``dest`` (model), as message lists."""
+    out = {}
+    for s in range(n):
+        if s == dest:
+            continue
+        g = PortGenModel(n, s, 256, seed)
+        msgs = [m for m in g.messages(per_source) if m.dest == dest]
+        out[s] = [g.beats_of([m]) for m in msgs]
+    return out
+
+
+def _interleave(per_src, rng):
+    """Messages of all sources, interleaved at message granularity, order kept per source."""
+    queues = {s: list(v) for s, v in per_src.items()}
+    out = []
+    while any(queues.values()):
+        s = rng.choice([k for k, v in queues.items() if v])
+        out.append(queues[s].pop(0))
+    return out
+
+
+def _flat(msgs):
+    return [w for m in msgs for w in m]
+
+
+def _model(n, dest, msgs, rsp=0):
+    m = PortCheckModel(n, dest)
+    m.feed(_flat(msgs))
+    return dict(m.feed_rsp(rsp))
+
+
+def test_port_checker_clean():
+    n, dest = 4, 2
+    rng = np.random.default_rng(5)
+    msgs = _interleave(_traffic_to(n, dest, 15), rng)
+    got = _check_run(dict(n_endpoints=n, endpoint=dest), _flat(msgs), stall=60)
+    want = _model(n, dest, msgs)
+    assert got == want
+    assert got["seq_errors"] == got["data_errors"] == got["unexpected"] == 0
+    # the model's own count: expected[s] = messages sent from s to dest
+    for s in range(n):
+        if s != dest:
+            gen = PortGenModel(n, s, 256, 1)
+            gen.messages(15)
+            assert got["expected"][s] == gen.next_seq[dest]
+
+
+def _with_src_data(word, **fields):
+    f = PORT_BEAT.unpack(word)
+    f.update(fields)
+    return PORT_BEAT.pack(**f)
+
+
+def test_port_checker_counts_injected_errors():
+    """Drop, duplicate, swap, a flipped bit, a wrong destination, a READ and response beats:
+    the RTL counts exactly what the model's rules count, and every class is non-zero."""
+    n, dest = 3, 1
+    rng = np.random.default_rng(9)
+    msgs = _interleave(_traffic_to(n, dest, 20), rng)
+    assert len(msgs) >= 12
+    msgs = [list(m) for m in msgs]
+    del msgs[3]                                        # a lost message
+    msgs.insert(6, list(msgs[5]))                      # a duplicate
+    msgs[8] = [w ^ (1 << 77) if k == 1 else w for k, w in enumerate(msgs[8])]  # a flip
+    msgs[9] = [_with_src_data(w, dest=0) for w in msgs[9]]           # misrouted
+    read = PORT_BEAT.pack(data=0, opcode=int(Opcode.READ), length=0, status=0, tag=1,
+                          dest=dest, src=0, op=0, dtype=0, rsvd0=0, chunk=0, addr=5,
+                          rsvd1=0)
+    msgs.insert(10, [read])                            # a non-WRITE message
+    got = _check_run(dict(n_endpoints=n, endpoint=dest), _flat(msgs), rsp_beats=5)
+    want = _model(n, dest, msgs, rsp=5)
+    assert got == want
+    assert want["seq_errors"] >= 2 and want["data_errors"] == 1 + len(msgs[9])
+    assert want["unexpected"] == 1 and want["rsp_beats"] == 5
+
+
+def test_port_checker_sees_planted_faults():
+    """Generator with a planted flip / skip straight into the checker (2 endpoints):
+    exactly the beats of the flipped message are data errors; the skip is one sequence
+    error; the model predicts both."""
+    for fault, at in (("flip", 4), ("skip", 3)):
+        g = PortGenModel(2, 0, 256, 1, fault, at)
+        msgs = g.messages(8)
+        beats = g.beats_of(msgs)
+        got = _check_run(dict(n_endpoints=2, endpoint=1), beats, stall=30)
+        if fault == "flip":
+            assert (got["seq_errors"], got["data_errors"]) == (0, msgs[at].beats)
+        else:
+            assert (got["seq_errors"], got["data_errors"]) == (1, 0)
+        assert got["expected"][0] == g.next_seq[1]
+        assert got["messages"] == 8 and got["beats"] == len(beats)
+
+
+def test_flip_bit_is_in_the_checked_word():
+    assert 40 <= PORT_FLIP_BIT < 128
+
+
+@pytest.mark.parametrize("kwargs, bad", [
+    (dict(n_endpoints=1), "n_endpoints"),
+    (dict(n_endpoints=4, endpoint=4), "endpoint"),
+    (dict(max_bytes=100), "max_bytes"),
+    (dict(seed=-1), "seed"),
+    (dict(fault="drop"), "fault"),
+])
+def test_port_generator_rejects_bad_parameters(kwargs, bad):
+    with pytest.raises(ValueError, match=bad):
+        PortTrafficGen(**kwargs)
+
+
+def test_fabric_bist_block():
+    b = get_block("fabric-bist")
+    assert b.ci_params == {"n_endpoints": 2}
+    fb = b.build(n_endpoints=3, latency=2, max_bytes=128)
+    assert isinstance(fb, FabricBist) and fb.fabric.latency == 2
+    assert len(fb.gens) == 3 and fb.gens[0].max_bytes == 128
+    with pytest.raises(BlockError, match="fault"):
+        b.build(fault="drop")
+    with pytest.raises(BlockError, match="n_endpoints"):
+        b.build(n_endpoints=1)
+
+
+def test_port_traffic_reference():
+    """port_traffic sums the model per (source, destination); nothing to oneself."""
+    ref = port_traffic(4, 50, 256, 1)
+    for s in range(4):
+        assert ref["count"][s][s] == 0 and sum(ref["count"][s]) == 50
+        assert ref["next_seq"][s] == ref["count"][s]
+
+
+# -- cocotb: tb/fabric/test_bist.py -------------------------------------------------------------
+TB = "tb.fabric.test_bist"
+
+
+def _cocotb(params, args, sim="icarus", tmp_path=None, name=None):
+    from tb.common import runner
+    report = tmp_path / "bist.json"
+    result = runner.run("fabric-bist", TB, params, sim=sim, testcase="test_bist",
+                        test_args={**args, "report": str(report)}, name=name)
+    assert result.tests and not result.failed
+    return json.loads(report.read_text())
+
+
+@pytest.mark.cocotb
+def test_fabric_bist_faults_icarus(tmp_path):
+    """2 endpoints, BER 2e-5 on every lane and a one-bit slip: zero BIST errors, every
+    message delivered exactly once (counts from the model), replays and a relock."""
+    res = _cocotb({"n_endpoints": 2}, {"budget": 60, "load": 200, "stall": 40, "ber": 2e-5,
+                                       "slip_lane": 1, "slip_at": 800}, tmp_path=tmp_path)
+    assert res["replays"] > 0 and res["relocks"] >= 1 and res["flips"] > 0
+
+
+@pytest.mark.cocotb
+def test_fabric_bist_planted_flip_icarus(tmp_path):
+    """Generator 0 flips bit 100 of every beat of its message 3: the checker at that
+    message's destination counts exactly its beats as data errors (the test asserts the
+    model's count, so a checker that cannot fail fails this test)."""
+    res = _cocotb({"n_endpoints": 2, "fault": "flip", "fault_at": 3}, {"budget": 10},
+                  tmp_path=tmp_path)
+    ref = port_traffic(2, 10, 256, 1, {0: ("flip", 3)})
+    m = ref["messages"][0][3]
+    assert res["counters"]["data_errors"][m.dest] == m.beats > 0
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+def test_fabric_bist_planted_skip_icarus(tmp_path):
+    res = _cocotb({"n_endpoints": 2, "fault": "skip", "fault_at": 5}, {"budget": 10},
+                  tmp_path=tmp_path)
+    assert sum(res["counters"]["seq_errors"]) == 1
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+@pytest.mark.parametrize("n", [4, 8])
+def test_fabric_bist_soak_icarus(n, tmp_path):
+    _cocotb({"n_endpoints": n}, {"budget": 200, "load": 200, "stall": 20, "ber": 1e-5,
+                                 "slip_lane": 1, "slip_at": 2000}, tmp_path=tmp_path)
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+@pytest.mark.parametrize("n", [2, 8])
+def test_fabric_bist_soak_verilator(n, tmp_path):
+    _cocotb({"n_endpoints": n}, {"budget": 2000, "load": 256, "ber": 1e-5, "slip_lane": 1,
+                                 "slip_at": 5000}, sim="verilator", tmp_path=tmp_path)
