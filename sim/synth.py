@@ -32,8 +32,14 @@ Figures (:class:`SynthResult`):
     ``"ok"``; ``"no-fit"`` (Yosys's LUT4, FF or block-RAM count exceeds the device, or
     nextpnr says so: nextpnr is not run or its error is kept); ``"pnr-timeout"`` (nextpnr
     did not finish within ``pnr_timeout`` seconds; ``fmax_estimate_mhz`` is the last
-    estimate nextpnr logged, after placement, if it got that far); ``"pnr-failed"``.
-    In every case the Yosys figures are filled in, so a report row is never empty.
+    estimate nextpnr logged, after placement, if it got that far); ``"pnr-failed"``;
+    ``"yosys-timeout"`` (Yosys did not finish within ``yosys_timeout``: no figures, only
+    the size of the Verilog in the note). Otherwise the Yosys figures are filled in, so a
+    report row is never empty.
+``cached``
+    :func:`synth` found this configuration's ``result.json`` (same Verilog, target,
+    device, package, timing target and seed; a time-out only if it had at least the time
+    now allowed) and did not run the tools again; ``force=True`` (``--force``) reruns.
 ``critical_path``
     From nextpnr's report: start and end of the worst ``clk`` path, its delay split into
     logic and routing, and the cells on it (the names Yosys gave them).
@@ -48,7 +54,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -160,9 +166,18 @@ class SynthResult:
     note: str = ""
     fmax_estimate_mhz: float | None = None
     critical_path: dict[str, Any] = field(default_factory=dict)
+    yosys_timeout_s: float = 0.0
+    pnr_timeout_s: float = 0.0
+    cached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> "SynthResult":
+        """The inverse of :meth:`to_dict` (unknown keys of other versions are ignored)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in doc.items() if k in names})
 
 
 def _tool(script: str, module: str, package: str) -> list[str]:
@@ -329,11 +344,19 @@ def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | No
     (build_dir / f"{top}.v").write_text(text)
     res = SynthResult(block=block, params=dict(params or {}), target=target, device=device,
                       package=package or "default", top=top, freq_target_mhz=freq, seed=seed,
-                      out_of_context=t.ooc, build_dir=str(build_dir))
+                      out_of_context=t.ooc, build_dir=str(build_dir),
+                      yosys_timeout_s=float(yosys_timeout), pnr_timeout_s=float(pnr_timeout))
     script = (f"read_verilog {top}.v; {t.yosys_pass} -top {top} -json {top}.json; "
               f"tee -q -o stat.json stat -json")
-    res.seconds_yosys = _run(yosys + ["-q", "-l", "yosys.log", "-p", script], build_dir,
-                             build_dir / "yosys.out", "yosys", yosys_timeout)
+    try:
+        res.seconds_yosys = _run(yosys + ["-q", "-l", "yosys.log", "-p", script], build_dir,
+                                 build_dir / "yosys.out", "yosys", yosys_timeout)
+    except ToolTimeout as exc:
+        res.seconds_yosys = exc.seconds
+        res.status = "yosys-timeout"
+        res.note = (f"Yosys timed out after {exc.seconds:.0f} s on {text.count(chr(10)):,} "
+                    f"lines of Verilog; no figures (--yosys-timeout)")
+        return res
     stat = json.loads((build_dir / "stat.json").read_text())
     for k, v in parse_stat(stat, target).items():
         setattr(res, k, v)
@@ -384,15 +407,33 @@ def _version(dist: str) -> str:
         return ""
 
 
+def _reusable(doc: dict[str, Any], *, package: str, freq: float, seed: int,
+              yosys_timeout: float, pnr_timeout: float) -> bool:
+    """Whether a saved ``result.json`` answers this run (:class:`SynthResult` ``cached``)."""
+    if (doc.get("package"), float(doc.get("freq_target_mhz", -1)), doc.get("seed")) != \
+            (package, freq, seed):
+        return False
+    status = doc.get("status")
+    if status in ("ok", "no-fit", "pnr-failed"):
+        return True
+    if status == "pnr-timeout":
+        return float(doc.get("pnr_timeout_s", 0)) >= pnr_timeout
+    if status == "yosys-timeout":
+        return float(doc.get("yosys_timeout_s", 0)) >= yosys_timeout
+    return False
+
+
 def synth(block_name: str, params: dict[str, Any] | None = None, target: str = "ecp5", *,
           device: str | None = None, package: str | None = None,
           freq_mhz: float | None = None, seed: int = 1, top: str | None = None,
           timeout: float | None = None, yosys_timeout: float | None = None,
-          pnr_timeout: float | None = None) -> SynthResult:
+          pnr_timeout: float | None = None, force: bool = False) -> SynthResult:
     """Build a registered block with ``params`` and run :func:`synth_verilog` on it.
 
-    The work directory is ``build/synth/<block>-<hash>-<target>-<device>/``; the result is
-    also written there as ``result.json``.
+    The work directory is ``build/synth/<block>-<hash>-<target>-<device>/`` (the hash
+    covers the generated Verilog); the result is also written there as ``result.json``.
+    A saved result of the same configuration is returned as it is (``cached = True``)
+    unless ``force``: see :func:`_reusable`.
     """
     from rtl.blocks import get_block
     from rtl.export import config_hash, to_verilog
@@ -407,6 +448,16 @@ def synth(block_name: str, params: dict[str, Any] | None = None, target: str = "
     device = device or t.device
     key = config_hash(block.name, full, text)
     build_dir = _root() / f"{block.name}-{key}-{target}-{device}"
+    saved = build_dir / "result.json"
+    if not force and saved.exists() and device in t.devices:
+        doc = json.loads(saved.read_text())
+        pkg = package or (t.package if device == t.device else None) or "default"
+        if _reusable(doc, package=pkg, freq=float(freq_mhz or t.freq_mhz), seed=seed,
+                     yosys_timeout=float(yosys_timeout or timeout or YOSYS_TIMEOUT),
+                     pnr_timeout=float(pnr_timeout or timeout or PNR_TIMEOUT)):
+            res = SynthResult.from_dict(doc)
+            res.cached = True
+            return res
     res = synth_verilog(text, top, target, device=device, package=package, freq_mhz=freq_mhz,
                         seed=seed, build_dir=build_dir, block=block.name, params=full,
                         timeout=timeout, yosys_timeout=yosys_timeout,
@@ -448,12 +499,15 @@ def format_table(rows: list[SynthResult | tuple[str, str]]) -> str:
             fmax = f"{'-':>9}"
         dev = f"{r.target}-{r.device}"
         total = r.seconds_generate + r.seconds_yosys + r.seconds_pnr
-        mark = ""
+        mark = " (saved)" if r.cached else ""
         if not ok:
-            mark = f" [{len(notes) + 1}]"
+            mark += f" [{len(notes) + 1}]"
             notes.append(f"[{len(notes) + 1}] {r.block} {_short_params(r.block, r.params)}: "
                          f"{r.note}")
         lines.append(f"{r.block:<14} {_short_params(r.block, r.params)[:44]:<44} {dev:<14} "
                      f"{r.lut4:>7} {r.ff:>7} {r.bram:>5} {r.dsp:>4} {pct} {fmax} "
                      f"{total:>7.1f}{mark}")
+    if any(not isinstance(r, tuple) and r.cached for r in rows):
+        notes.append("(saved): figures of an earlier run of the same Verilog and settings "
+                     "(build/synth/.../result.json); --force reruns the tools")
     return "\n".join(lines + notes)

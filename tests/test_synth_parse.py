@@ -179,3 +179,44 @@ def test_report_sets_resolve():
     switch = [p for n, p in flow.REPORT_SETS if n == "switch"]
     assert {bool(p.get("pipeline")) for p in switch} == {False, True}
     assert all(p["n_ports"] == 8 and p["data_width"] == 64 for p in switch)
+
+
+def test_flow_yosys_timeout_gives_a_row(tmp_path, monkeypatch):
+    """A Yosys run past its limit is a row with status yosys-timeout, not an exception."""
+    monkeypatch.setattr(flow, "check_tools", lambda target: (["yosys"], ["nextpnr"]))
+
+    def run(cmd, cwd, log, what, timeout):
+        raise flow.ToolTimeout(f"{what} did not finish in {timeout:.0f} s", timeout)
+    monkeypatch.setattr(flow, "_run", run)
+    r = flow.synth_verilog("module big;\nendmodule\n", "big", build_dir=tmp_path,
+                           yosys_timeout=7, block="big")
+    assert r.status == "yosys-timeout" and r.lut4 == 0 and r.yosys_timeout_s == 7
+    assert "Yosys timed out after 7 s on 2 lines" in r.note
+    assert "[1] big" in flow.format_table([r])
+
+
+def test_synth_reuses_a_saved_result(tmp_path, monkeypatch, fake_tools):
+    """synth() runs the tools once per configuration: the second call returns the saved
+    result (marked cached); another seed, a longer time limit after a time-out, or
+    force=True run them again."""
+    monkeypatch.setattr(flow, "_root", lambda: tmp_path)
+    calls = []
+    real = flow.synth_verilog
+
+    def counting(*a, **kw):
+        calls.append(kw.get("seed"))
+        return real(*a, **kw)
+    monkeypatch.setattr(flow, "synth_verilog", counting)
+    a = flow.synth("crc", {"data_width": 8})
+    b = flow.synth("crc", {"data_width": 8})
+    assert len(calls) == 1 and not a.cached and b.cached
+    assert (b.lut4, b.fmax_mhz, b.status) == (a.lut4, a.fmax_mhz, a.status)
+    assert "(saved)" in flow.format_table([b]).splitlines()[2]
+    flow.synth("crc", {"data_width": 8}, seed=2)
+    flow.synth("crc", {"data_width": 8}, force=True)
+    assert len(calls) == 3
+    fake_tools["pnr"] = "timeout"
+    flow.synth("crc", {"data_width": 16}, pnr_timeout=5)
+    assert flow.synth("crc", {"data_width": 16}, pnr_timeout=5).cached
+    assert not flow.synth("crc", {"data_width": 16}, pnr_timeout=50).cached
+    assert len(calls) == 5

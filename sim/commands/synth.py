@@ -34,6 +34,9 @@ def add_arguments(p):
                         "Fmax estimate")
     p.add_argument("--yosys-timeout", type=float, default=None, metavar="SEC",
                    help="time limit of each Yosys run (default 1800 s)")
+    p.add_argument("--force", action="store_true",
+                   help="run the tools even if this configuration's result is saved "
+                        "(build/synth/<block>-<hash>-.../result.json)")
     p.add_argument("--json", metavar="FILE", help="also write the result(s) to FILE")
 
 
@@ -63,7 +66,7 @@ def run(args):
         try:
             r = synth(name, params, args.target, device=args.device, package=args.package,
                       freq_mhz=args.freq, seed=args.seed, pnr_timeout=args.timeout,
-                      yosys_timeout=args.yosys_timeout)
+                      yosys_timeout=args.yosys_timeout, force=args.force)
         except SynthError as exc:
             if not many:
                 raise CliError(str(exc)) from None
