@@ -101,20 +101,32 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80] or "run"
 
 
+#: ``build_verilog`` results of this process for registry blocks, keyed by block and
+#: resolved parameters: the source cannot change under a running process, and the
+#: 8-endpoint fabric takes about two minutes to convert (the demo runs it six times).
+_BUILT: dict[str, tuple[Path, str]] = {}
+
+
 def build_verilog(block: str, params: dict[str, Any] | None = None, *, component=None,
                   toplevel: str = "top") -> tuple[Path, str]:
     """Write the Verilog of ``block`` with ``params`` into its hashed build directory.
 
     Returns ``(build_dir, toplevel)``. ``component`` may be given directly (then ``block``
-    only names the directory); otherwise it is built from the registry.
+    only names the directory); otherwise it is built from the registry (and converted once
+    per process for each parameter set).
     """
     from rtl.blocks import get_block
     from rtl.export import config_hash, to_verilog
 
     params = dict(params or {})
+    memo = None
     if component is None:
         b = get_block(block)
         params = b.resolve(params)
+        memo = json.dumps([str(BUILD_ROOT), block, toplevel, params], sort_keys=True,
+                          default=str)
+        if memo in _BUILT and (_BUILT[memo][0] / f"{toplevel}.v").exists():
+            return _BUILT[memo]
         component = b.build(**params)
     text = to_verilog(component, toplevel)
     key = config_hash(block, params, text)
@@ -128,6 +140,8 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
             tmp.replace(vfile)
             (build_dir / "params.json").write_text(
                 json.dumps({"block": block, "params": params}, indent=1, default=str) + "\n")
+    if memo is not None:
+        _BUILT[memo] = (build_dir, toplevel)
     return build_dir, toplevel
 
 
