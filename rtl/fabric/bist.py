@@ -119,7 +119,8 @@ class PortTrafficGen(wiring.Component):
         next_dest = Signal(8)
         next_code = Signal(2)
         m.d.comb += [d.eq((msg_r[:16] * (n - 1))[16:]),
-                     next_dest.eq(d + (d >= me)),
+                     # skip over this endpoint (``d >= 0`` would lint as constant)
+                     next_dest.eq(d + (d >= me) if me else d + 1),
                      next_code.eq((msg_r[16:24] * self.n_codes)[8:10])]
 
         seqs = Array(Signal(SEQ_BITS, name=f"next_seq{i}") for i in range(n))
