@@ -9,7 +9,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["ISLIPAllocator", "max_iterations", "lowest_bit", "round_robin_pick",
-           "mask_above"]
+           "mask_above", "round_robin_index", "next_pointer"]
 
 
 def max_iterations(n_ports: int) -> int:
@@ -34,6 +34,32 @@ def mask_above(onehot, n: int):
     one past it; all-zero stands for pointer 0 after the last item, which picks the same)."""
     ones = Const((1 << n) - 1, n)
     return ~(onehot | (onehot + ones)[:n]) & ones
+
+
+def round_robin_index(req, ptr, n: int):
+    """One-hot first set bit of ``req`` at or after the binary pointer ``ptr`` (0 … n-1),
+    wrapping around; zero when ``req`` is zero. No carry chain: bit ``j`` is
+    ``req[j]`` and none of ``req[ptr … j-1]`` (cyclic), an ``n + log2 n``-input function
+    per bit that the LUT mapper flattens (the pipelined switch's arbiters)."""
+    out = []
+    for j in range(n):
+        # blocked[p]: some request strictly between pointer p and j (cyclically)
+        blocked = []
+        for p in range(n):
+            ks = [(p + d) % n for d in range((j - p) % n)]
+            blocked.append(Cat(req[k] for k in ks).any() if ks else Const(0, 1))
+        sel = Cat((ptr == p) & blocked[p] for p in range(n)).any()
+        out.append(req[j] & ~sel)
+    return Cat(*out)
+
+
+def next_pointer(onehot, n: int):
+    """Binary pointer one past the set bit of a one-hot ``n``-bit value, modulo ``n``
+    (an OR tree; 0 when ``onehot`` is zero)."""
+    bits = max(1, (n - 1).bit_length())
+    return Cat(Cat(onehot[o] for o in range(n) if ((o + 1) % n >> b) & 1).any()
+               if any(((o + 1) % n >> b) & 1 for o in range(n)) else Const(0, 1)
+               for b in range(bits))
 
 
 class ISLIPAllocator(wiring.Component):

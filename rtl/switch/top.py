@@ -12,7 +12,8 @@ from rtl.reduce.unit import ReductionUnit, result_layout
 from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 
 from .group_table import GroupTable, config_layout
-from .islip import ISLIPAllocator, lowest_bit, mask_above, max_iterations, round_robin_pick
+from .islip import (ISLIPAllocator, lowest_bit, max_iterations, next_pointer,
+                    round_robin_index)
 from .voq import InputQueue, PipelinedQueue, onehot_index
 
 __all__ = ["Switch", "STATS", "UNIT_STATS", "stats_layout", "unit_stats_layout", "BLOCKS"]
@@ -204,7 +205,9 @@ class Switch(wiring.Component):
         credit = [Signal(range(self.out_depth + 1), init=self.out_depth, name=f"credit{o}")
                   for o in range(N)]
         lock_v = [Signal(name=f"lock_v{o}") for o in range(N)]
-        lock_in = [Signal(range(N), name=f"lock_in{o}") for o in range(N)]
+        # the input holding each output's lock (pipelined: one-hot)
+        lock_in = [Signal(N if self.pipeline else range(N), name=f"lock_in{o}")
+                   for o in range(N)]
 
         # ---- ingress: routing, drops, replication ------------------------------------
         for r in range(N):
@@ -406,122 +409,144 @@ class Switch(wiring.Component):
 
     def _pipelined(self, m, queues, units, credit, lock_v, lock_in):
         """``pipeline=True``: a one-round iSLIP split over two cycles (grant, then accept)
-        on a registered request matrix, then RAM read, flit register and crossbar, each in
-        its own cycle (docs/switch.md, "Pipelined variant").
+        on a registered request matrix, then read address, RAM read, flit register,
+        crossbar register, each in its own cycle (docs/switch.md, "Pipelined variant").
 
         Cycle t: ``valid`` (the requests) = ``valid_r`` (computed in t-1 from the state
-        after the matches up to t-2 and the match of t-1, so already exact for everything
-        but the match of t-1) minus ``kill`` (what the match of t-1, held in ``match1``, took
-        away: the last flit of a VOQ, the last credit of an output, an output now locked
-        by another input). Stage G: every output grants one valid request (grant pointer)
-        into ``grant_r``. Stage A: every input accepts one of last cycle's grants that is
-        still valid (accept pointer): that is the match M of cycle t. The schedule
-        pointers move with M at once; credits and locks move from ``match1`` in t+1.
+        after the matches up to t-2) minus what the match of t-1 (``match1``) may have
+        taken away: the last unscheduled flit of a VOQ (exact: ``match1 & single_r``), and,
+        from the grants that match was made of (``kill_r``, registered in t-1, a superset
+        of the exact rule): the last credit of an output, an output locked by another
+        input. Stage G: every output grants one valid request (grant pointer) into
+        ``grant_r``. Stage A: every input accepts one of last cycle's grants that is still
+        valid (accept pointer): that is the match M of cycle t, registered as is. The
+        accept stage ends at registers: everything else that depends on M (credits, locks,
+        read address, accept pointers) works from ``match1`` in t+1; only the grant
+        pointers move at the end of t (their sub-scheduler grants again in t+1).
         """
         n = self.n_ports
         N = len(queues)
         fw = self.flit.width
-        ones = (1 << N) - 1
         rng = range(N)
+        pb = max(1, (N - 1).bit_length())
         match1 = [Signal(N, name=f"match1_{i}") for i in rng]     # M of last cycle, by input
-        gany1 = Signal(N, name="gany1")        # output o was matched last cycle
-        sets1 = Signal(N, name="sets1")        # ... by a UNICAST flit (lock changes)
-        opens1 = Signal(N, name="opens1")      # ... which is not the last of its packet
-        idx1 = [Signal(range(N), name=f"idx1_{o}") for o in rng]
+        meta1 = [[Signal(2, name=f"meta1_{i}_{o}") for o in rng] for i in rng]
         valid_r = [Signal(N, name=f"valid_r{i}") for i in rng]
         single_r = [Signal(N, name=f"single_r{i}") for i in rng]  # exactly one flit left
-        cr_one_r = Signal(N, name="cr_one_r")  # exactly one credit left
+        kill_r = Signal(N, name="kill_r")     # output o: its last credit may be gone
         grant_r = [Signal(N, name=f"grant_r{o}") for o in rng]    # stage G, over inputs
-        # Two interleaved sub-schedulers, each with its own iSLIP pointers: the one whose
-        # grant stage runs in this cycle (phase ph) accepts in the next, so its pointers
-        # have always seen its own previous match when it grants again.
+        # Two interleaved sub-schedulers, each with its own iSLIP pointers (binary): the
+        # one whose grant stage runs in this cycle (phase ph) accepts in the next, so its
+        # pointers have always seen its own previous match when it grants again.
         ph = Signal(name="phase")
         m.d.sync += ph.eq(~ph)
-        gmask = [[Signal(N, init=ones, name=f"gmask{s}_{o}") for o in rng] for s in (0, 1)]
-        amask = [[Signal(N, init=ones, name=f"amask{s}_{i}") for i in rng] for s in (0, 1)]
+        gptr = [[Signal(pb, name=f"gptr{s}_{o}") for o in rng] for s in (0, 1)]
+        aptr = [[Signal(pb, name=f"aptr{s}_{i}") for i in rng] for s in (0, 1)]
 
         # requests of this cycle
         valid = []
         for i in rng:
             v = Signal(N, name=f"valid{i}")
-            kill = (match1[i] & single_r[i]) | (gany1 & cr_one_r) | (opens1 & ~match1[i])
-            m.d.comb += v.eq(valid_r[i] & ~kill)
+            m.d.comb += v.eq(valid_r[i] & ~kill_r & ~(match1[i] & single_r[i]))
             valid.append(v)
-        # stage G: grants (one per output) for next cycle's accept
+        # stage G: grants (one per output) for next cycle's accept. An output granted
+        # last cycle to input g whose flit opens a packet (UNICAST, not last) is not
+        # granted to another input now: if that grant is accepted in this cycle, the
+        # output is locked by g for the match that this grant becomes.
         for o in rng:
-            req_o = Cat(valid[i][o] for i in rng)
-            gm = Mux(ph, gmask[1][o], gmask[0][o])
-            m.d.sync += grant_r[o].eq(round_robin_pick(req_o, gm, N))
+            opening = Signal(name=f"opening{o}")
+            m.d.comb += opening.eq(Cat(grant_r[o][g] & queues[g].o_meta_any[o][0]
+                                       & queues[g].o_meta_any[o][1] for g in rng).any())
+            req_o = Signal(N, name=f"greq{o}")
+            gp = Signal(pb, name=f"gptr_now{o}")
+            m.d.comb += [req_o.eq(Cat(valid[i][o] & ~(opening & ~grant_r[o][i]) for i in rng)),
+                         gp.eq(Mux(ph, gptr[1][o], gptr[0][o]))]
+            m.d.sync += grant_r[o].eq(round_robin_index(req_o, gp, N))
         # stage A: accept one still-valid grant per input -> the match M
         match = []
         for i in rng:
             a = Signal(N, name=f"match{i}")
-            offers = Cat(grant_r[o][i] & valid[i][o] for o in rng)
-            am = Mux(ph, amask[0][i], amask[1][i])      # the sub-scheduler of last cycle
-            m.d.comb += a.eq(round_robin_pick(offers, am, N))
+            offers = Signal(N, name=f"offers{i}")
+            ap = Signal(pb, name=f"aptr_now{i}")        # the sub-scheduler of last cycle
+            m.d.comb += [offers.eq(Cat(grant_r[o][i] & valid[i][o] for o in rng)),
+                         ap.eq(Mux(ph, aptr[0][i], aptr[1][i]))]
+            m.d.comb += a.eq(round_robin_index(offers, ap, N))
             match.append(a)
             m.d.comb += queues[i].i_sched.eq(a)
             m.d.sync += match1[i].eq(a)
-            with m.If(a.any()):
-                with m.If(ph):
-                    m.d.sync += amask[0][i].eq(mask_above(a, N))
-                with m.Else():
-                    m.d.sync += amask[1][i].eq(mask_above(a, N))
+            for o in rng:
+                m.d.sync += meta1[i][o].eq(queues[i].o_meta[o])
         for o in rng:
-            col = Signal(N, name=f"mcol{o}")
-            m.d.comb += col.eq(Cat(match[i][o] for i in rng))
-            meta = [queues[i].o_meta[o] for i in rng]
-            m.d.sync += [
+            # grant pointer of the sub-scheduler that accepts now: one past the granted
+            # input if the grant was accepted
+            with m.If(Cat(match[i][o] for i in rng).any()):
+                with m.If(ph):
+                    m.d.sync += gptr[0][o].eq(next_pointer(grant_r[o], N))
+                with m.Else():
+                    m.d.sync += gptr[1][o].eq(next_pointer(grant_r[o], N))
+        # t+1, from match1: accept pointers of the sub-scheduler that accepted in t (it
+        # accepts again in t+2), locks and credits
+        for i in rng:
+            with m.If(match1[i].any()):
+                with m.If(ph):
+                    m.d.sync += aptr[1][i].eq(next_pointer(match1[i], N))
+                with m.Else():
+                    m.d.sync += aptr[0][i].eq(next_pointer(match1[i], N))
+        gany1 = Signal(N, name="gany1")        # output o was matched last cycle
+        sets1 = Signal(N, name="sets1")        # ... by a UNICAST flit (lock changes)
+        opens1 = Signal(N, name="opens1")      # ... which is not the last of its packet
+        cols1 = []
+        for o in rng:
+            col = Signal(N, name=f"mcol1_{o}")
+            m.d.comb += [
+                col.eq(Cat(match1[i][o] for i in rng)),
                 gany1[o].eq(col.any()),
-                sets1[o].eq(Cat(col[i] & meta[i][0] for i in rng).any()),
-                opens1[o].eq(Cat(col[i] & meta[i][0] & meta[i][1] for i in rng).any()),
-                idx1[o].eq(onehot_index(col, N)),
+                sets1[o].eq(Cat(col[i] & meta1[i][o][0] for i in rng).any()),
+                opens1[o].eq(Cat(col[i] & meta1[i][o][0] & meta1[i][o][1]
+                                 for i in rng).any()),
             ]
-            with m.If(col.any()):
-                with m.If(ph):
-                    m.d.sync += gmask[0][o].eq(mask_above(grant_r[o], N))
-                with m.Else():
-                    m.d.sync += gmask[1][o].eq(mask_above(grant_r[o], N))
-
-        # next cycle: locks and credits from last cycle's match, requests for the next
-        out_hs = []
-        for o in rng:
+            cols1.append(col)
             with m.If(sets1[o]):
-                m.d.sync += [lock_v[o].eq(opens1[o]), lock_in[o].eq(idx1[o])]
+                m.d.sync += [lock_v[o].eq(opens1[o]), lock_in[o].eq(col)]
+        # locks and credits after the match of t-1, for the requests of t+1
         lv = [Mux(sets1[o], opens1[o], lock_v[o]) for o in rng]
-        li = [Mux(sets1[o], idx1[o], lock_in[o]) for o in rng]
+        lo = [Mux(sets1[o], cols1[o], lock_in[o]) for o in rng]       # one-hot owner
         cr = []
         for o in rng:
             c = Signal(len(credit[o]), name=f"credit_after{o}")
             m.d.comb += c.eq(credit[o] - gany1[o])
             cr.append(c)
-        m.d.sync += cr_one_r.eq(Cat(c == 1 for c in cr))
+        # what the match of t may take away, from the grants it is made of (grant_r):
+        # the last credit of a granted output
         for i in rng:
             q = queues[i]
-            wen = q.i_wsel & q.i_wen.replicate(N)
-            avail = q.o_nonempty | wen
-            single = (q.o_single & ~wen) | (~q.o_nonempty & wen)
-            ok = Cat((cr[o] != 0) & (~lv[o] | (li[o] == i)) for o in rng)
-            m.d.sync += [valid_r[i].eq(avail & ok), single_r[i].eq(single)]
+            ok = Cat((cr[o] != 0) & (~lv[o] | lo[o][i]) for o in rng)
+            m.d.sync += [valid_r[i].eq(q.o_nonempty & ok), single_r[i].eq(q.o_single)]
+        for o in rng:
+            m.d.sync += kill_r[o].eq(grant_r[o].any() & (cr[o] == 1))
 
-        # t+1: read the RAM; t+2: register the flit; t+3: crossbar into the output buffer
-        grant2 = [Signal(N, name=f"grant2_{o}") for o in rng]
-        grant3 = [Signal(N, name=f"grant3_{o}") for o in rng]
+        # t+1: register the read address; t+2: read the RAM; t+3: register the flit;
+        # t+4: crossbar into a register; t+5: into the output buffer
         heads = [Signal(fw, name=f"head{i}") for i in rng]
         for i in rng:
             m.d.comb += queues[i].i_read.eq(match1[i])
             m.d.sync += heads[i].eq(queues[i].o_rdata)
         for o in rng:
-            m.d.sync += [grant2[o].eq(Cat(match1[i][o] for i in rng)),
-                         grant3[o].eq(grant2[o])]
+            sel = cols1[o]
+            for k in (2, 3, 4):                 # the match column, aligned with heads
+                nxt = Signal(N, name=f"xsel{k}_{o}")
+                m.d.sync += nxt.eq(sel)
+                sel = nxt
             port = self.o_port[o] if o < n else units[o - n].i_contrib
             ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
             m.submodules[f"out{o}"] = ob
             moved = Signal(fw, name=f"xbar{o}")
+            moved_v = Signal(name=f"xbar_valid{o}")
             acc = Const(0, fw)
             for i in rng:
-                acc = acc | (heads[i] & grant3[o][i].replicate(fw))
-            m.d.comb += [moved.eq(acc), ob.w_en.eq(grant3[o].any()), ob.w_data.eq(moved),
+                acc = acc | (heads[i] & sel[i].replicate(fw))
+            m.d.sync += [moved.eq(acc), moved_v.eq(sel.any())]
+            m.d.comb += [ob.w_en.eq(moved_v), ob.w_data.eq(moved),
                          port.valid.eq(ob.r_rdy), port.payload.eq(ob.r_data),
                          ob.r_en.eq(port.ready)]
             hs = port.valid & port.ready

@@ -127,11 +127,12 @@ class PipelinedQueue(wiring.Component):
     ``n_ports`` VOQs of ``depth`` flits in one block RAM with a synchronous read port.
 
     Each VOQ has three pointers: ``wptr`` (ingress), ``sptr`` (scheduled: advanced when
-    the allocator matches the VOQ) and ``rptr`` (read: advanced when the matched flit is
-    read from the RAM, one cycle after the match). A small side memory per VOQ holds
+    the allocator matches the VOQ) and ``rptr`` (read: advanced when the matched flit's
+    read starts, one cycle after the match). A small side memory per VOQ holds
     ``meta_width`` bits per flit, read combinationally at ``sptr``, so the allocator can see
     what it is about to schedule (the switch keeps the packet-lock bits there) without
-    waiting for the block RAM.
+    waiting for the block RAM. Every path into a memory starts at a register: the writes
+    (address, data, enable) are registered on their way in, the read address too.
 
     Parameters
     ----------
@@ -157,23 +158,31 @@ class PipelinedQueue(wiring.Component):
     o_single : Out(n_ports)
         Bit o: VOQ o holds exactly one flit not yet scheduled.
     o_notfull : Out(n_ports)
-        Bit o: VOQ o has a free slot (``wptr - rptr != depth``; a slot is free once read).
+        Bit o: VOQ o has a free slot (``wptr - rptr != depth``; a slot is free once its
+        read has started), a register.
     o_meta : Out(meta_width).array(n_ports)
         Side bits of the next flit to schedule in each VOQ (at ``sptr``), combinational.
+    o_meta_any : Out(meta_width).array(n_ports)
+        Registered: the side bits at ``sptr`` and at ``sptr + 1`` of last cycle, ORed,
+        so a superset (for a monotone test of the bits) of those of the flit at ``sptr``
+        now, whether or not ``i_sched`` moved it in last cycle.
     i_sched : In(n_ports)
         One-hot (or zero): advance ``sptr`` of that VOQ.
     i_read : In(n_ports)
         One-hot (or zero): read the head (at ``rptr``) of that VOQ and advance ``rptr``.
     o_rdata : Out(width)
-        The flit read in the previous cycle.
+        The flit whose read was requested two cycles before.
 
     Timing
     ------
-    A write in cycle t counts in ``o_nonempty`` from t+1; ``i_sched`` in t clears it from
-    t+1 if that was the last unscheduled flit; ``i_read`` in t shows the flit on
-    ``o_rdata`` in t+1 and frees its slot in ``o_notfull`` from t+1. All flags are functions
-    of registered pointers. The RAM has one write port and one synchronous read port
-    (``ram_style = "block"``: a block RAM on FPGAs). Reset empties every queue.
+    A write in cycle t counts in ``o_nonempty`` from t+1 (the memories take it in t+1,
+    from a register); ``i_sched`` in t clears it from t+1 if that was the last unscheduled
+    flit; ``i_read`` in t registers the read address, the block RAM reads it in t+1 and
+    ``o_rdata`` shows the flit in t+2; the slot counts as free in ``o_notfull`` from t+1
+    (its next write reaches the RAM in t+2 at the earliest, after the read). ``o_notfull``
+    is registered (computed from this cycle's writes and reads). The RAM has one write
+    port and one synchronous read port (``ram_style = "block"``: a block RAM on FPGAs).
+    Reset empties every queue.
     """
 
     def __init__(self, n_ports: int, width: int, depth: int, meta_width: int = 1):
@@ -186,8 +195,10 @@ class PipelinedQueue(wiring.Component):
         super().__init__({
             "i_wen": In(1), "i_wsel": In(n_ports), "i_wdata": In(width),
             "i_wmeta": In(meta_width),
-            "o_nonempty": Out(n_ports), "o_single": Out(n_ports), "o_notfull": Out(n_ports),
+            "o_nonempty": Out(n_ports), "o_single": Out(n_ports),
+            "o_notfull": Out(n_ports, init=(1 << n_ports) - 1),
             "o_meta": Out(meta_width).array(n_ports),
+            "o_meta_any": Out(meta_width).array(n_ports),
             "i_sched": In(n_ports), "i_read": In(n_ports), "o_rdata": Out(width),
         })
 
@@ -196,33 +207,11 @@ class PipelinedQueue(wiring.Component):
         n, depth = self.n_ports, self.depth
         ab = (depth - 1).bit_length()
         m.submodules.mem = mem = Memory(shape=self.width, depth=n * depth, init=[],
-                                        attrs={"ram_style": "block"})
+                                        attrs={"ram_style": "block", "no_rw_check": 1})
         wp = mem.write_port()
         rp = mem.read_port()               # synchronous, not transparent
-        m.d.comb += [wp.data.eq(self.i_wdata), self.o_rdata.eq(rp.data)]
+        m.d.comb += self.o_rdata.eq(rp.data)
 
-        wptr = [Signal(ab + 1, name=f"wptr{o}") for o in range(n)]
-        sptr = [Signal(ab + 1, name=f"sptr{o}") for o in range(n)]
-        rptr = [Signal(ab + 1, name=f"rptr{o}") for o in range(n)]
-        for o in range(n):
-            meta = Memory(shape=self.meta_width, depth=depth, init=[])
-            m.submodules[f"meta{o}"] = meta
-            mw = meta.write_port()
-            mr = meta.read_port(domain="comb")
-            m.d.comb += [
-                mw.addr.eq(wptr[o][:ab]), mw.data.eq(self.i_wmeta),
-                mw.en.eq(self.i_wen & self.i_wsel[o]),
-                mr.addr.eq(sptr[o][:ab]), self.o_meta[o].eq(mr.data),
-                self.o_nonempty[o].eq(wptr[o] != sptr[o]),
-                self.o_single[o].eq((wptr[o] - sptr[o])[:ab + 1] == 1),
-                self.o_notfull[o].eq((wptr[o] - rptr[o])[:ab + 1] != depth),
-            ]
-            with m.If(self.i_wen & self.i_wsel[o]):
-                m.d.sync += wptr[o].eq(wptr[o] + 1)
-            with m.If(self.i_sched[o]):
-                m.d.sync += sptr[o].eq(sptr[o] + 1)
-            with m.If(self.i_read[o]):
-                m.d.sync += rptr[o].eq(rptr[o] + 1)
         # one-hot AND-OR selects (shallower than an indexed mux; also keeps Icarus from
         # leaving a never-triggered always @* block at X after time zero)
         def pick(sel, ptrs):
@@ -230,9 +219,59 @@ class PipelinedQueue(wiring.Component):
             for o in range(n):
                 acc = acc | (ptrs[o][:ab] & sel[o].replicate(ab))
             return acc[:ab]
-        m.d.comb += [
-            wp.addr.eq(Cat(pick(self.i_wsel, wptr), onehot_index(self.i_wsel, n))),
-            wp.en.eq(self.i_wen),
-            rp.addr.eq(Cat(pick(self.i_read, rptr), onehot_index(self.i_read, n))),
-        ]
+
+        wptr = [Signal(ab + 1, name=f"wptr{o}") for o in range(n)]
+        sptr = [Signal(ab + 1, name=f"sptr{o}") for o in range(n)]
+        rptr = [Signal(ab + 1, name=f"rptr{o}") for o in range(n)]
+        # the write, registered on its way to the memories
+        w_en = Signal()
+        w_sel = Signal(n)
+        w_slot = Signal(max(ab, 1))
+        w_data = Signal(self.width)
+        w_meta = Signal(self.meta_width)
+        m.d.sync += [w_en.eq(self.i_wen), w_sel.eq(self.i_wsel),
+                     w_slot.eq(pick(self.i_wsel, wptr)), w_data.eq(self.i_wdata),
+                     w_meta.eq(self.i_wmeta)]
+        m.d.comb += [wp.addr.eq(Cat(w_slot[:ab], onehot_index(w_sel, n))),
+                     wp.data.eq(w_data), wp.en.eq(w_en)]
+        # the read address, registered
+        r_addr = Signal(len(rp.addr))
+        m.d.sync += r_addr.eq(Cat(pick(self.i_read, rptr), onehot_index(self.i_read, n)))
+        m.d.comb += rp.addr.eq(r_addr)
+
+        for o in range(n):
+            meta = Memory(shape=self.meta_width, depth=depth, init=[])
+            m.submodules[f"meta{o}"] = meta
+            mw = meta.write_port()
+            wr = self.i_wen & self.i_wsel[o]
+            rd = self.i_read[o]
+            # side bits at sptr and at sptr + 1, the write on its way to the memory
+            # bypassed: o_meta is the first, o_meta_any both ORed, registered
+            got = []
+            for k in (0, 1):
+                mr = meta.read_port(domain="comb")
+                addr = Signal(max(ab, 1), name=f"meta_addr{k}_{o}")
+                m.d.comb += [addr.eq(sptr[o] + k), mr.addr.eq(addr[:ab])]
+                hit = w_en & w_sel[o] & (w_slot[:ab] == addr[:ab])
+                bits = Signal(self.meta_width, name=f"meta{k}_{o}")
+                m.d.comb += bits.eq(Mux(hit, w_meta, mr.data))
+                got.append(bits)
+            m.d.comb += self.o_meta[o].eq(got[0])
+            m.d.sync += self.o_meta_any[o].eq(got[0] | got[1])
+            used = Signal(ab + 1, name=f"used{o}")      # wptr - rptr
+            m.d.comb += [
+                mw.addr.eq(w_slot[:ab]), mw.data.eq(w_meta), mw.en.eq(w_en & w_sel[o]),
+                self.o_nonempty[o].eq(wptr[o] != sptr[o]),
+                self.o_single[o].eq((wptr[o] - sptr[o])[:ab + 1] == 1),
+                used.eq(wptr[o] - rptr[o]),
+            ]
+            # full next cycle: full now and no read, or one short, a write and no read
+            full_next = ~rd & ((used == depth) | ((used == depth - 1) & wr))
+            m.d.sync += self.o_notfull[o].eq(~full_next)
+            with m.If(wr):
+                m.d.sync += wptr[o].eq(wptr[o] + 1)
+            with m.If(self.i_sched[o]):
+                m.d.sync += sptr[o].eq(sptr[o] + 1)
+            with m.If(rd):
+                m.d.sync += rptr[o].eq(rptr[o] + 1)
         return m
