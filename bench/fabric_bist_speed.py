@@ -133,6 +133,72 @@ def native_icarus(n: int, budget: int, cycles: int) -> dict:
             "note": f"{cycles}-cycle run less a 10-cycle run ({w0:.2f} s start-up)"}
 
 
+def _verilator_main(n: int) -> str:
+    """A C++ main toggling the clock of the Verilated fabric-bist (no cocotb)."""
+    # Verilator spells a "__" in a port name "___05F"
+    beats = " + ".join(f"(unsigned long)t->o_chk_beats___05F{e}" for e in range(n))
+    errs = " + ".join(f"(unsigned long)t->o_{k}___05F{e}" for e in range(n)
+                      for k in ("seq_errors", "data_errors", "unexpected"))
+    return f"""#include "Vtop.h"
+#include "verilated.h"
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+int main(int argc, char** argv) {{
+    long cycles = 1000, budget = 100;
+    for (int i = 1; i < argc; i++) {{
+        if (!strncmp(argv[i], "+cycles=", 8)) cycles = atol(argv[i] + 8);
+        if (!strncmp(argv[i], "+budget=", 8)) budget = atol(argv[i] + 8);
+    }}
+    Verilated::commandArgs(argc, argv);
+    Vtop* t = new Vtop;
+    t->clk = 0; t->rst = 1; t->i_bist = 0;
+    t->i_config___05Fvalid = 0; t->i_config___05Fpayload = 0;
+    t->i_fault___05Fvalid = 0; t->i_fault___05Fpayload = 0;
+    t->eval();
+    for (int i = 0; i < 4; i++) {{ t->clk = 1; t->eval(); t->clk = 0; t->eval(); }}
+    t->rst = 0;
+    t->clk = 1; t->eval(); t->clk = 0; t->eval();
+    t->i_bist = ((unsigned long)budget << 18) | ({LOAD}UL << 1) | 1UL;
+    for (long i = 0; i < cycles; i++) {{ t->clk = 1; t->eval(); t->clk = 0; t->eval(); }}
+    printf("BEATS %lu ERRORS %lu\\n", {beats}, {errs});
+    t->final();
+    delete t;
+    return 0;
+}}
+"""
+
+
+def native_verilator(n: int, budget: int, cycles: int) -> dict:
+    build_dir, _ = runner.build_verilog("fabric-bist", {"n_endpoints": n})
+    d = OUT / "native-verilator"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "main.cpp").write_text(_verilator_main(n))
+    toolchain.setup("verilator")
+    obj = d / "obj"
+    subprocess.run(["verilator", "--cc", "--exe", "--build", *runner.VERILATOR_BUILD_ARGS,
+                    "--top-module", "top", "-Mdir", str(obj), "-j", "2", "-o", "Vnative",
+                    str(d / "main.cpp"), str(build_dir / "top.v")],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    exe = str(obj / "Vnative")
+
+    def once(c):
+        t0 = time.perf_counter()
+        out = subprocess.run([exe, f"+cycles={c}", f"+budget={budget}"], check=True,
+                             capture_output=True, text=True).stdout
+        wall = time.perf_counter() - t0
+        _, beats, _, errors = next(x for x in out.splitlines()
+                                   if x.startswith("BEATS")).split()
+        return wall, int(beats), int(errors)
+
+    w0, _, _ = once(10)
+    w1, beats, errors = once(cycles)
+    if errors:
+        raise SystemExit(f"native verilator: {errors} BIST errors")
+    return {"cycles": cycles - 10, "wall_s": w1 - w0, "bytes": 16 * beats,
+            "note": f"C++ main; {cycles}-cycle run less a 10-cycle run ({w0:.2f} s)"}
+
+
 def counters(n: int, budget: int, sim: str) -> dict:
     OUT.mkdir(parents=True, exist_ok=True)
     report = OUT / f"counters-{sim}.json"
@@ -166,28 +232,42 @@ def main(argv=None) -> int:
                     help="BIST messages per generator (counters and native rows)")
     ap.add_argument("--messages", type=int, default=30,
                     help="messages per endpoint of the per-cycle Python test")
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="counters/native pairs to run (the machine's load drifts)")
     ap.add_argument("--verilator", action="store_true",
-                    help="also run counters and python on Verilator (slow C++ builds)")
+                    help="also the three rows on Verilator (three C++ builds)")
+    ap.add_argument("--budget-verilator", type=int, default=5000)
+    ap.add_argument("--messages-verilator", type=int, default=300)
     a = ap.parse_args(argv)
     os.environ.setdefault("COCOTB_LOG_LEVEL", "WARNING")
     n = a.endpoints
     rows = []
-    res = {"counters": counters(n, a.budget, "icarus")}
-    print(f"counters: {res['counters']}", file=sys.stderr)
-    # the native run simulates exactly as many cycles as the cocotb test did
-    res["native"] = native_icarus(n, a.budget, res["counters"]["cycles"])
-    print(f"native: {res['native']}", file=sys.stderr)
-    res["python"] = python_traffic(n, a.messages, "icarus")
-    print(f"python: {res['python']}", file=sys.stderr)
-    for name in ("native", "counters", "python"):
-        rows.append(("icarus", name, res[name]))
+    pairs = []
+    for k in range(a.repeat):
+        # the native run simulates exactly as many cycles as the cocotb test did
+        c = counters(n, a.budget, "icarus")
+        print(f"counters: {c}", file=sys.stderr)
+        nat = native_icarus(n, a.budget, c["cycles"])
+        print(f"native: {nat}", file=sys.stderr)
+        rows += [("icarus", "native", nat), ("icarus", "counters", c)]
+        pairs.append((c["cycles"] / c["wall_s"]) / (nat["cycles"] / nat["wall_s"]))
+    py = python_traffic(n, a.messages, "icarus")
+    print(f"python: {py}", file=sys.stderr)
+    rows.append(("icarus", "python", py))
     if a.verilator:
-        for name, fn in (("counters", lambda: counters(n, a.budget, "verilator")),
-                         ("python", lambda: python_traffic(n, a.messages, "verilator"))):
-            r = fn()
-            print(f"verilator {name}: {r}", file=sys.stderr)
-            rows.append(("verilator", name, r))
-    base = res["native"]["cycles"] / res["native"]["wall_s"]
+        c = counters(n, a.budget_verilator, "verilator")
+        print(f"verilator counters: {c}", file=sys.stderr)
+        nat = native_verilator(n, a.budget_verilator, c["cycles"])
+        print(f"verilator native: {nat}", file=sys.stderr)
+        py = python_traffic(n, a.messages_verilator, "verilator")
+        print(f"verilator python: {py}", file=sys.stderr)
+        rows += [("verilator", "native", nat), ("verilator", "counters", c),
+                 ("verilator", "python", py)]
+    base = {}
+    for sim in ("icarus", "verilator"):
+        nat = [r["cycles"] / r["wall_s"] for s_, name, r in rows if (s_, name) == (sim, "native")]
+        if nat:
+            base[sim] = sum(nat) / len(nat)
     print(f"\nFabric BIST speed: {n} endpoints, block fabric-bist (BIST load {LOAD}/256, "
           f"budget {a.budget}) vs fabric test_traffic ({a.messages} messages per endpoint); "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -196,16 +276,19 @@ def main(argv=None) -> int:
     rates = {}
     for sim, name, r in rows:
         rate = r["cycles"] / r["wall_s"]
-        rates[(sim, name)] = rate
+        rates.setdefault((sim, name), []).append(rate)
+        vs = f"{rate / base[sim]:>9.3f}"
         print(f"{sim:<10} {name:<9} {r['cycles']:>8} {r['wall_s']:>8.2f} {rate:>9,.1f} "
-              f"{rate / base:>9.3f} {r['bytes'] / r['wall_s']:>12,.0f}  {r['note']}")
-    print(f"icarus: counters-only / native = "
-          f"{rates[('icarus', 'counters')] / rates[('icarus', 'native')]:.3f}; "
-          f"counters-only / per-cycle Python = "
-          f"{rates[('icarus', 'counters')] / rates[('icarus', 'python')]:.2f}x")
+              f"{vs} {r['bytes'] / r['wall_s']:>12,.0f}  {r['note']}")
+    mean = {k: sum(v) / len(v) for k, v in rates.items()}
+    print(f"icarus: counters-only / native = {', '.join(f'{x:.3f}' for x in pairs)} "
+          f"(each pair run back to back); counters-only / per-cycle Python = "
+          f"{mean[('icarus', 'counters')] / mean[('icarus', 'python')]:.2f}x (cycles/s)")
     if a.verilator:
-        print(f"verilator: counters-only / per-cycle Python = "
-              f"{rates[('verilator', 'counters')] / rates[('verilator', 'python')]:.2f}x")
+        print(f"verilator: counters-only / native = "
+              f"{mean[('verilator', 'counters')] / mean[('verilator', 'native')]:.3f}; "
+              f"counters-only / per-cycle Python = "
+              f"{mean[('verilator', 'counters')] / mean[('verilator', 'python')]:.2f}x")
     return 0
 
 
