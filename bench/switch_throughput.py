@@ -74,9 +74,10 @@ def main(argv=None) -> int:
                     help="flits per VOQ of the pipelined variant (default 64: its VOQs "
                          "are block RAM, where 8 x 64 flits of 100 bits take the same "
                          "three DP16KD per input as 8 x 16; 0: --depth)")
-    ap.add_argument("--pipe-out-depth", type=int, default=8,
+    ap.add_argument("--pipe-out-depth", type=int, default=16,
                     help="output buffer (credits) of the pipelined variant (its credit "
-                         "loop is 5 cycles, so >= 5 for line rate)")
+                         "loop is 9 cycles, so >= 9 for line rate; 16 slots are the same "
+                         "LUT RAM as 4)")
     ap.add_argument("--allreduce-flits", type=int, default=2048,
                     help="vector length per port of the all-reduce comparison (0: skip)")
     ap.add_argument("--only-allreduce", action="store_true")
@@ -153,7 +154,7 @@ def main(argv=None) -> int:
     print()
     print("mean / max latency in cycles, arrival to output handshake "
           "(includes the source queue; minimum 3 = 1 source FIFO + 2 switch, "
-          "8 = 1 + 7 for the pipelined variant):")
+          "11 = 1 + 10 for the pipelined variant):")
     hdr = "  load  " + "".join(f"{lab:>26}" for lab in results)
     print(hdr)
     for k, load in enumerate(loads):

@@ -66,9 +66,10 @@ class Switch(wiring.Component):
     pipeline : bool
         The pipelined variant (VOQ mode only): a registered request matrix, one iSLIP
         round split into a grant and an accept stage (two interleaved sub-schedulers),
-        VOQs in one block RAM per input with a synchronous read, the flit read registered
-        and the crossbar registered into the output buffer. ``iterations`` must be 1
-        (the default here). Full rate needs ``out_depth >= 7``.
+        VOQs in one block RAM per input with registered writes and read address, the flit
+        read registered, the crossbar registered before the output buffer; every stage
+        starts and ends at registers. ``iterations`` must be 1 (the default here). Full
+        rate needs ``out_depth >= 9`` (16 costs the same LUT RAM as 4).
 
     Members
     -------
@@ -93,10 +94,11 @@ class Switch(wiring.Component):
     cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
     fills the credits, clears pointers, the group table and the counters.
 
-    ``pipeline=True``: handshake in t → ``o_port`` valid in t+7 (input register; VOQ
-    write in t+1; grant in t+2; accept = match in t+3; RAM read in t+4; flit register in
-    t+5; crossbar into the output buffer in t+6). A credit taken at a match can be granted again 7 cycles later,
-    so one output runs at line rate with ``out_depth >= 7``. Ingress, drops, what may be
+    ``pipeline=True``: handshake in t → ``o_port`` valid in t+10 (input register; VOQ
+    write in t+1; requests in t+2; grant in t+3; accept = match in t+4; read address in
+    t+5; RAM read in t+6; flit register in t+7; crossbar register in t+8; output buffer
+    write in t+9). A credit taken at a match can serve a match again 9 cycles later, so
+    one output runs at line rate with ``out_depth >= 9``. Ingress, drops, what may be
     requested, pointers, locks and credits follow the default variant's rules
     (docs/switch.md, "Pipelined variant"); the default variant is the one the
     cycle-level model (sim/fabric) reproduces.
@@ -376,18 +378,34 @@ class Switch(wiring.Component):
         r_valid = Signal(name=f"in_valid{r}")
         r_flit = Signal(layout, name=f"in_flit_r{r}")
         r_route = Signal(len(route), name=f"in_route{r}")
-        target = r_route[:N]
         d_dest, d_group, d_kind = r_route[N], r_route[N + 1], r_route[N + 2]
         drop = d_dest | d_group | d_kind
-        write, last_copy = self._replicate(m, r, q, r_valid, target, drop)
+        # the copies still to write, the next one (lowest member first) and whether it
+        # is the last, all registered (computed when the flit is taken in or a copy is
+        # written), so that the write and ``port.ready`` are a few gates from registers
+        rem = Signal(N, name=f"in_rem{r}")
+        pick = Signal(N, name=f"in_pick{r}")
+        last_copy = Signal(name=f"in_last_copy{r}")
+
+        def plan(targets):
+            low = lowest_bit(targets, N)
+            return [rem.eq(targets), pick.eq(low), last_copy.eq(targets == low)]
+
+        write = r_valid & ~drop & (pick & q.o_notfull).any()
         take = Signal(name=f"in_take{r}")       # the registered flit leaves this cycle
         m.d.comb += [take.eq(r_valid & (drop | (write & last_copy))),
+                     q.i_wen.eq(write), q.i_wsel.eq(pick),
                      q.i_wdata.eq(r_flit),
                      # packet-lock bits, seen by the allocator before the RAM is read
                      q.i_wmeta.eq(Cat(r_flit.kind == Kind.UNICAST, ~r_flit.last)),
                      port.ready.eq(~r_valid | take)]
+        rest = Signal(N, name=f"in_rest{r}")
+        m.d.comb += rest.eq(rem & ~pick)
         with m.If(port.ready):
             m.d.sync += [r_valid.eq(valid), r_flit.eq(flit), r_route.eq(route)]
+            m.d.sync += plan(route[:N])
+        with m.Elif(write):
+            m.d.sync += plan(rest)
         # counters, one cycle late (their carry chains start at a register)
         took = Signal(name=f"in_took{r}")
         took_route = Signal(3, name=f"in_took_drops{r}")
@@ -586,6 +604,6 @@ BLOCKS = [
               Param("reduce", bool, False, "per-port reduction units (rtl/reduce)"),
               Param("n_chunks", int, 16, "open-chunk slots per reduction unit (1..64)"),
               Param("pipeline", bool, False, "registered iSLIP, block-RAM VOQs, pipelined "
-                    "crossbar (docs/switch.md; full rate needs out_depth >= 7)"),
+                    "crossbar (docs/switch.md; full rate needs out_depth >= 9)"),
           ]),
 ]
