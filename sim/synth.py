@@ -71,7 +71,7 @@ REPORT_SETS: list[tuple[str, dict]] = [
     ("pcs-rx", {"n_lanes": 4}),
     ("chiplet", {}),
     ("switch", {"n_ports": 8, "data_width": 64, "pipeline": True, "depth": 64,
-                "out_depth": 8}),
+                "out_depth": 16}),
     ("switch", {"n_ports": 8, "data_width": 64}),
     ("reduce-unit", {}),
     ("fabric", {}),
