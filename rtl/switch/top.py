@@ -69,7 +69,7 @@ class Switch(wiring.Component):
         VOQs in one block RAM per input with registered writes and read address, the flit
         read registered, the crossbar registered before the output buffer; every stage
         starts and ends at registers. ``iterations`` must be 1 (the default here). Full
-        rate needs ``out_depth >= 9`` (16 costs the same LUT RAM as 4).
+        rate needs ``out_depth >= 10`` (16 costs the same LUT RAM as 4).
 
     Members
     -------
@@ -94,11 +94,11 @@ class Switch(wiring.Component):
     cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
     fills the credits, clears pointers, the group table and the counters.
 
-    ``pipeline=True``: handshake in t → ``o_port`` valid in t+10 (input register; VOQ
+    ``pipeline=True``: handshake in t → ``o_port`` valid in t+11 (input register; VOQ
     write in t+1; requests in t+2; grant in t+3; accept = match in t+4; read address in
-    t+5; RAM read in t+6; flit register in t+7; crossbar register in t+8; output buffer
-    write in t+9). A credit taken at a match can serve a match again 9 cycles later, so
-    one output runs at line rate with ``out_depth >= 9``. Ingress, drops, what may be
+    t+5; RAM read in t+6; flit registers in t+7 and t+8; crossbar register in t+9;
+    output buffer write in t+10). A credit taken at a match can serve a match again 10
+    cycles later, so one output runs at line rate with ``out_depth >= 10``. Ingress, drops, what may be
     requested, pointers, locks and credits follow the default variant's rules
     (docs/switch.md, "Pipelined variant"); the default variant is the one the
     cycle-level model (sim/fabric) reproduces.
@@ -427,7 +427,7 @@ class Switch(wiring.Component):
 
     def _pipelined(self, m, queues, units, credit, lock_v, lock_in):
         """``pipeline=True``: a one-round iSLIP split over two cycles (grant, then accept)
-        on a registered request matrix, then read address, RAM read, flit register,
+        on a registered request matrix, then read address, RAM read, two flit registers,
         crossbar register, each in its own cycle (docs/switch.md, "Pipelined variant").
 
         Cycle t: ``valid`` (the requests) = ``valid_r`` (computed in t-1 from the state
@@ -543,15 +543,18 @@ class Switch(wiring.Component):
         for o in rng:
             m.d.sync += kill_r[o].eq(grant_r[o].any() & (cr[o] == 1))
 
-        # t+1: register the read address; t+2: read the RAM; t+3: register the flit;
-        # t+4: crossbar into a register; t+5: into the output buffer
+        # t+1: register the read address; t+2: read the RAM; t+3: register the flit
+        # (next to the block RAM, whose clock-to-output takes most of a cycle); t+4:
+        # register it again (towards the crossbar); t+5: crossbar into a register; t+6:
+        # into the output buffer
         heads = [Signal(fw, name=f"head{i}") for i in rng]
         for i in rng:
+            ram_out = Signal(fw, name=f"ram_out{i}")
             m.d.comb += queues[i].i_read.eq(match1[i])
-            m.d.sync += heads[i].eq(queues[i].o_rdata)
+            m.d.sync += [ram_out.eq(queues[i].o_rdata), heads[i].eq(ram_out)]
         for o in rng:
             sel = cols1[o]
-            for k in (2, 3, 4):                 # the match column, aligned with heads
+            for k in (2, 3, 4, 5):              # the match column, aligned with heads
                 nxt = Signal(N, name=f"xsel{k}_{o}")
                 m.d.sync += nxt.eq(sel)
                 sel = nxt
@@ -604,6 +607,6 @@ BLOCKS = [
               Param("reduce", bool, False, "per-port reduction units (rtl/reduce)"),
               Param("n_chunks", int, 16, "open-chunk slots per reduction unit (1..64)"),
               Param("pipeline", bool, False, "registered iSLIP, block-RAM VOQs, pipelined "
-                    "crossbar (docs/switch.md; full rate needs out_depth >= 9)"),
+                    "crossbar (docs/switch.md; full rate needs out_depth >= 10)"),
           ]),
 ]
