@@ -18,9 +18,9 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 from rtl.bist import COUNTER_BITS, _eq, _sat_inc, gf2_apply, make_data
 from rtl.blocks import Block, Param
 from rtl.chiplet.common import data_slots, port_layout
-from sim.bist import (BEAT_BITS, BIST_CONTROL, LFSR_ORDER, PORT_DATA_BITS, PORT_FAULTS, PORT_FLIP_BIT,
-                      PORT_LENGTHS, PORT_STREAMS, SEQ_BITS, advance_matrix, apply_matrix,
-                      check_port_gen_params, seed_state)
+from sim.bist import (BEAT_BITS, BIST_CONTROL, LFSR_ORDER, PORT_DATA_BITS, PORT_FAULTS,
+                      PORT_FLIP_BIT, PORT_LENGTHS, PORT_STREAMS, SEQ_BITS, advance_matrix,
+                      apply_matrix, check_port_gen_params, seed_state)
 from sim.chiplet import Opcode
 
 from .fabric import Fabric
@@ -366,7 +366,8 @@ class FabricBist(wiring.Component):
     i_bist : In(sim.bist.BIST_CONTROL)
         ``enable``, ``load`` (0..256), ``stall`` (checker backpressure /256), ``budget``
         (messages per generator, 0 = forever), the same for every endpoint.
-    i_config, i_fault, o_ep_status, o_sw_status, o_link, o_flips, o_stats, o_unit_stats, o_config_drops, o_bridge_drops
+    i_config, i_fault, o_ep_status, o_sw_status, o_link, o_flips, o_stats, o_unit_stats,
+    o_config_drops, o_bridge_drops
         The fabric's (docs/fabric.md).
     o_gen_messages, o_gen_beats : Out(32).array(n)
         Per generator (:class:`PortTrafficGen` ``o_messages``, ``o_beats``).
@@ -374,7 +375,8 @@ class FabricBist(wiring.Component):
         Bit ``e``: generator ``e`` is done.
     o_gen_next_seq : Out(16).array(n, n)
         ``[s][d]``: generator ``s``'s next sequence number to ``d``.
-    o_chk_messages, o_chk_beats, o_seq_errors, o_data_errors, o_unexpected, o_rsp_beats : Out(32).array(n)
+    o_chk_messages, o_chk_beats, o_seq_errors, o_data_errors, o_unexpected,
+    o_rsp_beats : Out(32).array(n)
         Per checker (:class:`PortTrafficCheck`).
     o_chk_expected : Out(16).array(n, n)
         ``[d][s]``: checker ``d``'s expected sequence number from ``s``. At the end of a
