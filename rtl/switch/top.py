@@ -543,10 +543,10 @@ class Switch(wiring.Component):
         for o in rng:
             m.d.sync += kill_r[o].eq(grant_r[o].any() & (cr[o] == 1))
 
-        # t+1: register the read address; t+2: read the RAM; t+3: register the flit
-        # (next to the block RAM, whose clock-to-output takes most of a cycle); t+4:
-        # register it again (towards the crossbar); t+5: crossbar into a register; t+6:
-        # into the output buffer
+        # t+1, t+2: register the read address (twice); t+3: read the RAM; t+4: register
+        # the flit (next to the block RAM, whose clock-to-output takes most of a cycle);
+        # t+5: register it again (towards the crossbar); t+6: crossbar into a register;
+        # t+7: into the output buffer
         heads = [Signal(fw, name=f"head{i}") for i in rng]
         for i in rng:
             ram_out = Signal(fw, name=f"ram_out{i}")
@@ -554,7 +554,7 @@ class Switch(wiring.Component):
             m.d.sync += [ram_out.eq(queues[i].o_rdata), heads[i].eq(ram_out)]
         for o in rng:
             sel = cols1[o]
-            for k in (2, 3, 4, 5):              # the match column, aligned with heads
+            for k in (2, 3, 4, 5, 6):           # the match column, aligned with heads
                 nxt = Signal(N, name=f"xsel{k}_{o}")
                 m.d.sync += nxt.eq(sel)
                 sel = nxt

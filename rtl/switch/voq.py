@@ -132,7 +132,8 @@ class PipelinedQueue(wiring.Component):
     ``meta_width`` bits per flit, read combinationally at ``sptr``, so the allocator can see
     what it is about to schedule (the switch keeps the packet-lock bits there) without
     waiting for the block RAM. Every path into a memory starts at a register: the writes
-    (address, data, enable) are registered on their way in, the read address too.
+    (address, data, enable) are registered on their way in (twice for the block RAM),
+    the read address twice.
 
     Parameters
     ----------
@@ -171,15 +172,16 @@ class PipelinedQueue(wiring.Component):
     i_read : In(n_ports)
         One-hot (or zero): read the head (at ``rptr``) of that VOQ and advance ``rptr``.
     o_rdata : Out(width)
-        The flit whose read was requested two cycles before.
+        The flit whose read was requested three cycles before.
 
     Timing
     ------
-    A write in cycle t counts in ``o_nonempty`` from t+1 (the memories take it in t+1,
-    from a register); ``i_sched`` in t clears it from t+1 if that was the last unscheduled
-    flit; ``i_read`` in t registers the read address, the block RAM reads it in t+1 and
-    ``o_rdata`` shows the flit in t+2; the slot counts as free in ``o_notfull`` from t+1
-    (its next write reaches the RAM in t+2 at the earliest, after the read). ``o_notfull``
+    A write in cycle t counts in ``o_nonempty`` from t+1 (the side memory takes it in
+    t+1 and the block RAM in t+2, from registers); ``i_sched`` in t clears it from t+1 if
+    that was the last unscheduled flit; ``i_read`` in t registers the read address (twice),
+    the block RAM reads it in t+2 and ``o_rdata`` shows the flit in t+3; the slot counts
+    as free in ``o_notfull`` from t+1 (its next write reaches the RAM in t+3 at the
+    earliest, after the read). ``o_notfull``
     is registered (computed from this cycle's writes and reads). The RAM has one write
     port and one synchronous read port (``ram_style = "block"``: a block RAM on FPGAs).
     Reset empties every queue.
@@ -232,12 +234,19 @@ class PipelinedQueue(wiring.Component):
         m.d.sync += [w_en.eq(self.i_wen), w_sel.eq(self.i_wsel),
                      w_slot.eq(pick(self.i_wsel, wptr)), w_data.eq(self.i_wdata),
                      w_meta.eq(self.i_wmeta)]
-        m.d.comb += [wp.addr.eq(Cat(w_slot[:ab], onehot_index(w_sel, n))),
-                     wp.data.eq(w_data), wp.en.eq(w_en)]
-        # the read address, registered
+        # the block RAM's write and read address pass a second register: the RAM sits at
+        # a fixed site, and this logic next to the allocator
+        w2_en = Signal()
+        w2_addr = Signal(len(wp.addr))
+        w2_data = Signal(self.width)
+        m.d.sync += [w2_en.eq(w_en), w2_addr.eq(Cat(w_slot[:ab], onehot_index(w_sel, n))),
+                     w2_data.eq(w_data)]
+        m.d.comb += [wp.addr.eq(w2_addr), wp.data.eq(w2_data), wp.en.eq(w2_en)]
         r_addr = Signal(len(rp.addr))
-        m.d.sync += r_addr.eq(Cat(pick(self.i_read, rptr), onehot_index(self.i_read, n)))
-        m.d.comb += rp.addr.eq(r_addr)
+        r2_addr = Signal(len(rp.addr))
+        m.d.sync += [r_addr.eq(Cat(pick(self.i_read, rptr), onehot_index(self.i_read, n))),
+                     r2_addr.eq(r_addr)]
+        m.d.comb += rp.addr.eq(r2_addr)
 
         for o in range(n):
             meta = Memory(shape=self.meta_width, depth=depth, init=[])
