@@ -76,7 +76,7 @@ def main(argv=None) -> int:
                          "three DP16KD per input as 8 x 16; 0: --depth)")
     ap.add_argument("--pipe-out-depth", type=int, default=16,
                     help="output buffer (credits) of the pipelined variant (its credit "
-                         "loop is 10 cycles, so >= 10 for line rate; 16 slots are the same "
+                         "loop is 11 cycles, so >= 11 for line rate; 16 slots are the same "
                          "LUT RAM as 4)")
     ap.add_argument("--allreduce-flits", type=int, default=2048,
                     help="vector length per port of the all-reduce comparison (0: skip)")
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     print()
     print("mean / max latency in cycles, arrival to output handshake "
           "(includes the source queue; minimum 3 = 1 source FIFO + 2 switch, "
-          "12 = 1 + 11 for the pipelined variant):")
+          "13 = 1 + 12 for the pipelined variant):")
     hdr = "  load  " + "".join(f"{lab:>26}" for lab in results)
     print(hdr)
     for k, load in enumerate(loads):

@@ -69,7 +69,7 @@ class Switch(wiring.Component):
         VOQs in one block RAM per input with registered writes and read address, the flit
         read registered, the crossbar registered before the output buffer; every stage
         starts and ends at registers. ``iterations`` must be 1 (the default here). Full
-        rate needs ``out_depth >= 10`` (16 costs the same LUT RAM as 4).
+        rate needs ``out_depth >= 11`` (16 costs the same LUT RAM as 4).
 
     Members
     -------
@@ -94,11 +94,12 @@ class Switch(wiring.Component):
     cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
     fills the credits, clears pointers, the group table and the counters.
 
-    ``pipeline=True``: handshake in t → ``o_port`` valid in t+11 (input register; VOQ
-    write in t+1; requests in t+2; grant in t+3; accept = match in t+4; read address in
-    t+5; RAM read in t+6; flit registers in t+7 and t+8; crossbar register in t+9;
-    output buffer write in t+10). A credit taken at a match can serve a match again 10
-    cycles later, so one output runs at line rate with ``out_depth >= 10``. Ingress, drops, what may be
+    ``pipeline=True``: handshake in t → ``o_port`` valid in t+12 (input register; VOQ
+    write in t+1; requests in t+2; grant in t+3; accept = match in t+4; read address
+    registers in t+5 and t+6; RAM read in t+7; flit registers in t+8 and t+9; crossbar
+    register in t+10; output buffer write in t+11). A credit taken at a match can serve
+    a match again 11 cycles later, so one output runs at line rate with
+    ``out_depth >= 11``. Ingress, drops, what may be
     requested, pointers, locks and credits follow the default variant's rules
     (docs/switch.md, "Pipelined variant"); the default variant is the one the
     cycle-level model (sim/fabric) reproduces.
@@ -427,8 +428,8 @@ class Switch(wiring.Component):
 
     def _pipelined(self, m, queues, units, credit, lock_v, lock_in):
         """``pipeline=True``: a one-round iSLIP split over two cycles (grant, then accept)
-        on a registered request matrix, then read address, RAM read, two flit registers,
-        crossbar register, each in its own cycle (docs/switch.md, "Pipelined variant").
+        on a registered request matrix, then two read-address registers, RAM read, two
+        flit registers, crossbar register, each in its own cycle (docs/switch.md, "Pipelined variant").
 
         Cycle t: ``valid`` (the requests) = ``valid_r`` (computed in t-1 from the state
         after the matches up to t-2) minus what the match of t-1 (``match1``) may have
@@ -607,6 +608,6 @@ BLOCKS = [
               Param("reduce", bool, False, "per-port reduction units (rtl/reduce)"),
               Param("n_chunks", int, 16, "open-chunk slots per reduction unit (1..64)"),
               Param("pipeline", bool, False, "registered iSLIP, block-RAM VOQs, pipelined "
-                    "crossbar (docs/switch.md; full rate needs out_depth >= 10)"),
+                    "crossbar (docs/switch.md; full rate needs out_depth >= 11)"),
           ]),
 ]
