@@ -370,43 +370,63 @@ class Switch(wiring.Component):
     def _pipelined_ingress(self, m, r, q, port, valid, flit, route):
         """``pipeline=True`` ingress of row ``r``: the routed flit (``route`` = target mask
         and the three drop causes, from the same rules as the default variant) is
-        registered first; the VOQ writes (one copy per cycle, lowest member first) and
-        the counters work from that register. ``port.ready`` = the register is empty or
-        its flit leaves (dropped, or its last copy written) in this cycle."""
+        registered first, in one of two entries; the VOQ writes (one copy per cycle,
+        lowest member first) and the counters work from the older entry (the head).
+        ``port.ready`` = an entry is free (registers only): with two entries a flit can
+        be taken in every cycle while the head leaves in every cycle. Each entry keeps the
+        copies still to write, the next one and whether it is the last, computed when
+        the flit is taken in or a copy is written, so the write and the head's departure
+        are a few gates from registers and the 100-bit flit registers load on the input
+        handshake alone."""
         n = self.n_ports
         N = q.n_ports
         layout = self.flit.layout()
-        r_valid = Signal(name=f"in_valid{r}")
-        r_flit = Signal(layout, name=f"in_flit_r{r}")
-        r_route = Signal(len(route), name=f"in_route{r}")
-        d_dest, d_group, d_kind = r_route[N], r_route[N + 1], r_route[N + 2]
-        drop = d_dest | d_group | d_kind
-        # the copies still to write, the next one (lowest member first) and whether it
-        # is the last, all registered (computed when the flit is taken in or a copy is
-        # written), so that the write and ``port.ready`` are a few gates from registers
-        rem = Signal(N, name=f"in_rem{r}")
-        pick = Signal(N, name=f"in_pick{r}")
-        last_copy = Signal(name=f"in_last_copy{r}")
-
-        def plan(targets):
-            low = lowest_bit(targets, N)
-            return [rem.eq(targets), pick.eq(low), last_copy.eq(targets == low)]
-
-        write = r_valid & ~drop & (pick & q.o_notfull).any()
-        take = Signal(name=f"in_take{r}")       # the registered flit leaves this cycle
-        m.d.comb += [take.eq(r_valid & (drop | (write & last_copy))),
-                     q.i_wen.eq(write), q.i_wsel.eq(pick),
-                     q.i_wdata.eq(r_flit),
+        e_valid = [Signal(name=f"in_valid{r}_{k}") for k in (0, 1)]
+        e_flit = [Signal(layout, name=f"in_flit{r}_{k}") for k in (0, 1)]
+        e_drops = [Signal(3, name=f"in_drops{r}_{k}") for k in (0, 1)]
+        e_rem = [Signal(N, name=f"in_rem{r}_{k}") for k in (0, 1)]
+        e_pick = [Signal(N, name=f"in_pick{r}_{k}") for k in (0, 1)]
+        e_last = [Signal(name=f"in_last_copy{r}_{k}") for k in (0, 1)]
+        hsel = Signal(name=f"in_head{r}")       # the entry holding the head
+        h_valid = Signal(name=f"in_head_valid{r}")
+        h_flit = Signal(layout, name=f"in_head_flit{r}")
+        h_drops = Signal(3, name=f"in_head_drops{r}")
+        h_rem = Signal(N, name=f"in_head_rem{r}")
+        h_pick = Signal(N, name=f"in_head_pick{r}")
+        h_last = Signal(name=f"in_head_last{r}")
+        for h, e in ((h_valid, e_valid), (h_flit, e_flit), (h_drops, e_drops),
+                     (h_rem, e_rem), (h_pick, e_pick), (h_last, e_last)):
+            m.d.comb += h.eq(Mux(hsel, e[1], e[0]))
+        d_dest, d_group, d_kind = h_drops[0], h_drops[1], h_drops[2]
+        drop = h_drops.any()
+        write = h_valid & ~drop & (h_pick & q.o_notfull).any()
+        take = Signal(name=f"in_take{r}")       # the head leaves this cycle
+        m.d.comb += [take.eq(h_valid & (drop | (write & h_last))),
+                     q.i_wen.eq(write), q.i_wsel.eq(h_pick),
+                     q.i_wdata.eq(h_flit),
                      # packet-lock bits, seen by the allocator before the RAM is read
-                     q.i_wmeta.eq(Cat(r_flit.kind == Kind.UNICAST, ~r_flit.last)),
-                     port.ready.eq(~r_valid | take)]
+                     q.i_wmeta.eq(Cat(h_flit.kind == Kind.UNICAST, ~h_flit.last)),
+                     port.ready.eq(~(e_valid[0] & e_valid[1]))]
         rest = Signal(N, name=f"in_rest{r}")
-        m.d.comb += rest.eq(rem & ~pick)
-        with m.If(port.ready):
-            m.d.sync += [r_valid.eq(valid), r_flit.eq(flit), r_route.eq(route)]
-            m.d.sync += plan(route[:N])
-        with m.Elif(write):
-            m.d.sync += plan(rest)
+        m.d.comb += rest.eq(h_rem & ~h_pick)
+
+        def plan(k, targets):
+            low = lowest_bit(targets, N)
+            return [e_rem[k].eq(targets), e_pick[k].eq(low), e_last[k].eq(targets == low)]
+
+        enq = valid & port.ready
+        fill = Mux(h_valid, ~hsel, hsel)        # the entry a new flit goes to
+        for k in (0, 1):
+            with m.If(enq & (fill == k)):
+                m.d.sync += [e_valid[k].eq(1), e_flit[k].eq(flit),
+                             e_drops[k].eq(route[N:N + 3])]
+                m.d.sync += plan(k, route[:N])
+            with m.Elif((hsel == k) & take):
+                m.d.sync += e_valid[k].eq(0)
+            with m.Elif((hsel == k) & write):
+                m.d.sync += plan(k, rest)
+        with m.If(take):
+            m.d.sync += hsel.eq(~hsel)
         # counters, one cycle late (their carry chains start at a register)
         took = Signal(name=f"in_took{r}")
         took_route = Signal(3, name=f"in_took_drops{r}")
