@@ -33,6 +33,7 @@ Usage::
     .venv/bin/python bench/fabric_bist_speed.py                 # Icarus, 2 endpoints
     .venv/bin/python bench/fabric_bist_speed.py --budget 400 --messages 40
     .venv/bin/python bench/fabric_bist_speed.py --verilator     # adds the Verilator rows
+    .venv/bin/python bench/fabric_bist_speed.py --verilator --no-icarus --repeat 3
 
 The machine is shared: figures vary with load; ratios measured in one run are what count.
 """
@@ -169,16 +170,21 @@ int main(int argc, char** argv) {{
 """
 
 
-def native_verilator(n: int, budget: int, cycles: int) -> dict:
+def native_verilator(n: int, budget: int, cycles: int, opt: str = "O0") -> dict:
+    """C++ main on the Verilated model; ``opt`` "O0" compiles the C++ like the runner's
+    ``vpi="top"`` builds (``runner.VERILATOR_TOP_MAKE_VARS``), "Os" with Verilator's
+    default."""
     build_dir, _ = runner.build_verilog("fabric-bist", {"n_endpoints": n})
-    d = OUT / "native-verilator"
+    d = OUT / f"native-verilator-{opt}"
     d.mkdir(parents=True, exist_ok=True)
     (d / "main.cpp").write_text(_verilator_main(n))
     toolchain.setup("verilator")
     obj = d / "obj"
     subprocess.run(["verilator", "--cc", "--exe", "--build", *runner.VERILATOR_BUILD_ARGS,
                     "--top-module", "top", "-Mdir", str(obj), "-j", "2", "-o", "Vnative",
-                    str(d / "main.cpp"), str(build_dir / "top.v")],
+                    str(d / "main.cpp"), str(build_dir / "top.v")]
+                   + (["-MAKEFLAGS", " ".join(runner.VERILATOR_TOP_MAKE_VARS)]
+                      if opt == "O0" else []),
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     exe = str(obj / "Vnative")
 
@@ -196,7 +202,7 @@ def native_verilator(n: int, budget: int, cycles: int) -> dict:
     if errors:
         raise SystemExit(f"native verilator: {errors} BIST errors")
     return {"cycles": cycles - 10, "wall_s": w1 - w0, "bytes": 16 * beats,
-            "note": f"C++ main; {cycles}-cycle run less a 10-cycle run ({w0:.2f} s)"}
+            "note": f"C++ main, -{opt}; {cycles}-cycle run less a 10-cycle run"}
 
 
 SEED = 1          # cocotb seed of every run (--seed): reproducible rows
@@ -251,6 +257,7 @@ def main(argv=None) -> int:
                     help="also the three rows on Verilator (three C++ builds)")
     ap.add_argument("--budget-verilator", type=int, default=5000)
     ap.add_argument("--messages-verilator", type=int, default=100)
+    ap.add_argument("--no-icarus", action="store_true", help="only the Verilator rows")
     ap.add_argument("--seed", type=int, default=SEED, help="cocotb seed of the runs")
     a = ap.parse_args(argv)
     globals()["SEED"] = a.seed
@@ -258,26 +265,32 @@ def main(argv=None) -> int:
     n = a.endpoints
     rows = []
     pairs = []
-    for k in range(a.repeat):
-        # the native run simulates exactly as many cycles as the cocotb test did
-        c = counters(n, a.budget, "icarus")
-        print(f"counters: {c}", file=sys.stderr)
-        nat = native_icarus(n, a.budget, c["cycles"])
-        print(f"native: {nat}", file=sys.stderr)
-        rows += [("icarus", "native", nat), ("icarus", "counters", c)]
-        pairs.append((c["cycles"] / c["wall_s"]) / (nat["cycles"] / nat["wall_s"]))
-    py = python_traffic(n, a.messages, "icarus")
-    print(f"python: {py}", file=sys.stderr)
-    rows.append(("icarus", "python", py))
+    if not a.no_icarus:
+        for k in range(a.repeat):
+            # the native run simulates exactly as many cycles as the cocotb test did
+            c = counters(n, a.budget, "icarus")
+            print(f"counters: {c}", file=sys.stderr)
+            nat = native_icarus(n, a.budget, c["cycles"])
+            print(f"native: {nat}", file=sys.stderr)
+            rows += [("icarus", "native", nat), ("icarus", "counters", c)]
+            pairs.append(("icarus", (c["cycles"] / c["wall_s"]) / (nat["cycles"] / nat["wall_s"])))
+        py = python_traffic(n, a.messages, "icarus")
+        print(f"python: {py}", file=sys.stderr)
+        rows.append(("icarus", "python", py))
     if a.verilator:
-        c = counters(n, a.budget_verilator, "verilator")
-        print(f"verilator counters: {c}", file=sys.stderr)
-        nat = native_verilator(n, a.budget_verilator, c["cycles"])
-        print(f"verilator native: {nat}", file=sys.stderr)
-        py = python_traffic(n, a.messages_verilator, "verilator")
-        print(f"verilator python: {py}", file=sys.stderr)
-        rows += [("verilator", "native", nat), ("verilator", "counters", c),
-                 ("verilator", "python", py)]
+        for k in range(a.repeat):
+            c = counters(n, a.budget_verilator, "verilator")
+            print(f"verilator counters: {c}", file=sys.stderr)
+            nat = native_verilator(n, a.budget_verilator, c["cycles"])
+            print(f"verilator native: {nat}", file=sys.stderr)
+            nos = native_verilator(n, a.budget_verilator, c["cycles"], opt="Os")
+            print(f"verilator native -Os: {nos}", file=sys.stderr)
+            py = python_traffic(n, a.messages_verilator, "verilator")
+            print(f"verilator python: {py}", file=sys.stderr)
+            rows += [("verilator", "native", nat), ("verilator", "native-Os", nos),
+                     ("verilator", "counters", c), ("verilator", "python", py)]
+            pairs.append(("verilator", (c["cycles"] / c["wall_s"])
+                          / (nat["cycles"] / nat["wall_s"])))
     base = {}
     for sim in ("icarus", "verilator"):
         nat = [r["cycles"] / r["wall_s"] for s_, name, r in rows if (s_, name) == (sim, "native")]
@@ -300,15 +313,11 @@ def main(argv=None) -> int:
               f"{vs} {r['bytes'] / r['wall_s']:>12,.0f}  {r['note']}")
     mean = {k: sum(v) / len(v) for k, v in rates.items()}
     nan = float("nan")
-    print(f"icarus: counters-only / native = {', '.join(f'{x:.3f}' for x in pairs)} "
-          f"(each pair run back to back); counters-only / per-cycle Python = "
-          f"{mean[('icarus', 'counters')] / mean.get(('icarus', 'python'), nan):.2f}x "
-          f"(cycles/s)")
-    if a.verilator:
-        print(f"verilator: counters-only / native = "
-              f"{mean[('verilator', 'counters')] / mean[('verilator', 'native')]:.3f}; "
-              f"counters-only / per-cycle Python = "
-              f"{mean[('verilator', 'counters')] / mean.get(('verilator', 'python'), nan):.2f}x")
+    for sim in base:
+        ps = [x for s_, x in pairs if s_ == sim]
+        print(f"{sim}: counters-only / native = {', '.join(f'{x:.3f}' for x in ps)} "
+              f"(each pair run back to back); counters-only / per-cycle Python = "
+              f"{mean[(sim, 'counters')] / mean.get((sim, 'python'), nan):.2f}x (mean cycles/s)")
     return 0
 
 
