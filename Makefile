@@ -54,11 +54,9 @@ test: sims
 soak: sims
 	$(PY) -m pytest -n $(JOBS) -m soak
 
-# The demo's CLI defaults are issue 7's 8-endpoint fabric on Verilator; that design is
-# 855k lines of Verilog and its C++ build does not finish in minutes here (docs/demo.md),
-# so make demo runs the 8-endpoint fabric on Icarus with small vectors.
-# `make demo DEMO_ARGS=` runs the CLI defaults.
-DEMO_ARGS ?= --sim icarus --endpoints 8 --elems 512 --tokens 16 --d-model 64
+# make demo runs the CLI defaults: the 8-endpoint fabric on Verilator (docs/demo.md).
+# Other sizes or simulators: make demo DEMO_ARGS="--sim icarus --elems 512 --tokens 16 --d-model 64"
+DEMO_ARGS ?=
 demo: sims
 	$(VENV)/bin/fusionfabric demo $(DEMO_ARGS)
 
