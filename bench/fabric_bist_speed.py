@@ -172,7 +172,7 @@ int main(int argc, char** argv) {{
 
 def native_verilator(n: int, budget: int, cycles: int, opt: str = "O0") -> dict:
     """C++ main on the Verilated model; ``opt`` "O0" compiles the C++ like the runner's
-    ``vpi="top"`` builds (``runner.VERILATOR_TOP_MAKE_VARS``), "Os" with Verilator's
+    ``vpi="top"`` builds (``runner.VERILATOR_TOP_OPT``), "Os" with Verilator's
     default."""
     build_dir, _ = runner.build_verilog("fabric-bist", {"n_endpoints": n})
     d = OUT / f"native-verilator-{opt}"
@@ -183,7 +183,8 @@ def native_verilator(n: int, budget: int, cycles: int, opt: str = "O0") -> dict:
     subprocess.run(["verilator", "--cc", "--exe", "--build", *runner.VERILATOR_BUILD_ARGS,
                     "--top-module", "top", "-Mdir", str(obj), "-j", "2", "-o", "Vnative",
                     str(d / "main.cpp"), str(build_dir / "top.v")]
-                   + (["-MAKEFLAGS", " ".join(runner.VERILATOR_TOP_MAKE_VARS)]
+                   + (["-MAKEFLAGS", f"OPT_FAST={runner.VERILATOR_TOP_OPT} "
+                                     f"OPT_SLOW={runner.VERILATOR_TOP_OPT}"]
                       if opt == "O0" else []),
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     exe = str(obj / "Vnative")

@@ -15,6 +15,8 @@ Environment:
     the cocotb random seed; by default a fresh 32-bit seed is drawn and printed.
 ``FF_BUILD``
     root of the build tree (default ``build/`` at the project root).
+``FF_VERILATOR_OPT``
+    C++ ``-O`` level of ``vpi="top"`` Verilator builds (default ``-O0``; below).
 
 Verilator and VPI visibility: cocotb's runner builds with ``--public-flat-rw``, which keeps
 every signal of the design visible (and writable) through VPI. That disables most of
@@ -25,6 +27,9 @@ instead (the top module's ports only; a testbench that peeks inside the design n
 default ``vpi="all"``) and compiles the model's C++ with ``-O0`` (``OPT_FAST``/``OPT_SLOW``):
 on the 2-endpoint fabric that is 36 s of compiler CPU against 105 s with Verilator's
 ``-Os``, and a workload run took 4.7 s against 3.8 s (the testbench's Python dominates).
+A long run that does not wake Python every cycle (the BIST, bench/fabric_bist_speed.py)
+runs about 5× faster at ``-Os``: set ``FF_VERILATOR_OPT=-Os`` (any ``-O`` level; each
+level builds in its own directory ``verilator-top<level>``).
 Waves (``--trace-fst``) still record every signal.
 
 Results: each run keeps its JUnit XML in its own test directory. A failing cocotb test
@@ -59,8 +64,16 @@ VERILATOR_BUILD_ARGS = ["-Wno-fatal", "--x-assign", "unique", "--x-initial", "un
 
 #: ``run(vpi=...)``: what the Verilator model exposes through VPI.
 VPI_MODES = ("all", "top")
-#: make variables of a ``vpi="top"`` Verilator build (module docstring).
-VERILATOR_TOP_MAKE_VARS = ("OPT_FAST=-O0", "OPT_SLOW=-O0")
+#: C++ optimisation of a ``vpi="top"`` Verilator build unless ``FF_VERILATOR_OPT`` says.
+VERILATOR_TOP_OPT = "-O0"
+
+
+def _top_opt() -> str:
+    opt = os.environ.get("FF_VERILATOR_OPT", VERILATOR_TOP_OPT).strip()
+    if not re.fullmatch(r"-O[0-3sgz]", opt):
+        raise ValueError(f"FF_VERILATOR_OPT={opt!r} is not a compiler -O level "
+                         "(-O0, -O1, -O2, -O3, -Os, -Og, -Oz)")
+    return opt
 
 
 def _get_runner(sim: str, vpi: str):
@@ -81,7 +94,8 @@ def _get_runner(sim: str, vpi: str):
                                    "tb/common/runner.py")
             i = first.index("--public-flat-rw")
             cmds[0] = first[:i] + ["--public-depth", "1"] + first[i + 1:]
-            cmds[1] = cmds[1] + list(VERILATOR_TOP_MAKE_VARS)
+            opt = _top_opt()
+            cmds[1] = cmds[1] + [f"OPT_FAST={opt}", f"OPT_SLOW={opt}"]
             return cmds
 
     return TopPortsVerilator()
@@ -212,7 +226,8 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
     if component is None:
         from rtl.blocks import get_block
         params = get_block(block).resolve(params or {})
-    sim_dir = build_dir / (sim + ("-top-O0" if sim == "verilator" and vpi == "top" else "")
+    sim_dir = build_dir / (sim + (f"-top{_top_opt()}" if sim == "verilator" and vpi == "top"
+                                  else "")
                            + ("-waves" if waves else ""))
     runner = _get_runner(sim, vpi)
     build_args = list(VERILATOR_BUILD_ARGS) if sim == "verilator" else []
