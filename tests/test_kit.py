@@ -95,3 +95,16 @@ def test_kit_waves(sim):
     sim_dir = result.test_dir.parents[1]
     assert sim_dir.name == f"{sim}-waves"
     assert list(sim_dir.rglob("*.fst")), f"no FST trace under {sim_dir}"
+
+
+def test_verilator_opt_level(monkeypatch):
+    """FF_VERILATOR_OPT: -O0 by default, any -O level accepted, anything else named."""
+    monkeypatch.delenv("FF_VERILATOR_OPT", raising=False)
+    assert runner._top_opt() == "-O0"
+    monkeypatch.setenv("FF_VERILATOR_OPT", "-Os")
+    assert runner._top_opt() == "-Os"
+    monkeypatch.setenv("FF_VERILATOR_OPT", "fast")
+    with pytest.raises(ValueError, match="FF_VERILATOR_OPT='fast'"):
+        runner._top_opt()
+    with pytest.raises(ValueError, match="vpi='some'"):
+        runner.run("kit", "tb.kit.test_kit", vpi="some")
