@@ -113,6 +113,53 @@ def test_ingress_against_reference(seed):
     assert not want[0] and not want[1]
 
 
+@pytest.mark.parametrize("seed", [2, 3, 4, 5])
+def test_ingress_holds_offered_flit(seed):
+    """A flit offered on ``o_flit`` and not taken stays, unchanged, until it is taken, even
+    when the other stream becomes valid meanwhile (stream rule). The switch writes a
+    MULTICAST flit's copies one per cycle and remembers the copies written; when the bridge
+    swapped the offered multicast header for a response that arrived a cycle later, the
+    switch's input waited forever (test_traffic stalled, seed 79491665 at 2 endpoints on
+    Icarus)."""
+    rng = np.random.default_rng([seed, 1])
+    dut = IngressBridge()
+    reqs = _msgs(rng, 40, [Opcode.WRITE, Opcode.READ, Opcode.MULTICAST, Opcode.REDUCE])
+    rsps = _msgs(rng, 40, [Opcode.READ_CPL, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK])
+    n = sum(len(ref_flits(m)) for m in reqs + rsps)
+    violations = []
+    count = [0]
+
+    async def tb(ctx):
+        held = None                 # the flit offered and not taken in the last cycle
+        for cycle in range(20000):
+            ready = int(rng.random() >= 0.6)
+            ctx.set(dut.o_flit.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(dut.o_flit.valid,
+                                                           dut.o_flit.payload.as_value())
+            if held is not None and (not valid or int(payload) != held):
+                violations.append((cycle, hex(held), valid and hex(int(payload))))
+            held = int(payload) if valid and not ready else None
+            count[0] += bool(valid and ready)
+            if count[0] == n:
+                break
+
+    async def src_req(ctx):
+        await _drive(ctx, dut.i_req, [b for m in reqs for b in m.beats()], rng, idle=0.5)
+
+    async def src_rsp(ctx):
+        await _drive(ctx, dut.i_rsp, [b for m in rsps for b in m.beats()], rng, idle=0.5)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.add_testbench(src_req, background=True)
+    sim.add_testbench(src_rsp, background=True)
+    sim.run()
+    assert count[0] == n, f"{count[0]} of {n} flits (seed {seed})"
+    assert not violations, f"offered flit changed before it was taken: {violations[:3]} " \
+                           f"(seed {seed})"
+
+
 def _flit_word(**f):
     return FLIT.pack(**{"src": 0, "chunk": 0, **f})
 

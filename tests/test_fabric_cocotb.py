@@ -36,6 +36,19 @@ def test_fabric_traffic_verilator():
 
 
 @pytest.mark.cocotb
+def test_fabric_traffic_multicast_stall_icarus():
+    """The seed whose MULTICAST header the ingress bridge swapped for a response while the
+    switch was replicating it: the switch input stalled for good at cycle ~1160
+    (docs/fabric.md, "Ingress bridge"). Deterministic for this seed and message count."""
+    result = runner.run("fabric", TB, CI_PARAMS, sim="icarus", testcase="test_traffic",
+                        seed=79491665, test_args={"messages": 30, "stall_cycles": 3000},
+                        vpi="top", name="fabric-traffic-multicast-stall")
+    assert result.tests and not result.failed
+    res = json.loads((result.test_dir / "fabric_results.json").read_text())
+    assert res["bytes_moved"] > 0 and res["seed"] == 79491665
+
+
+@pytest.mark.cocotb
 def test_fabric_allreduce_icarus():
     res = _run(CI_PARAMS, "test_allreduce", {"granules": 16})
     assert all(e["results"] > 0 for e in res["endpoints"])

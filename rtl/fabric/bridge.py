@@ -54,7 +54,8 @@ class IngressBridge(wiring.Component):
     ------
     Combinational (no register between a beat and its flit; the state is the message
     position). A message of ``n`` data beats takes ``n + 1`` flit cycles (``n`` for REDUCE),
-    a message without data one. Reset: idle, requests preferred first.
+    a message without data one. A flit offered on ``o_flit`` stays (same stream, same
+    payload) until it is taken. Reset: idle, requests preferred first.
     """
 
     def __init__(self):
@@ -115,6 +116,12 @@ class IngressBridge(wiring.Component):
                     m.d.sync += hdr_done.eq(1)
                 with m.Else():
                     m.d.sync += k.eq(k + 1)
+        with m.Elif(o.valid):
+            # a flit offered and not taken stays until it is taken (stream rule): lock
+            # the choice now, or the other stream becoming valid would swap the flit. The
+            # switch replicates a MULTICAST flit one copy per cycle and keeps the copies
+            # it has written; a swapped flit left it waiting forever (docs/fabric.md).
+            m.d.sync += [active.eq(1), cur.eq(sel)]
         return m
 
 

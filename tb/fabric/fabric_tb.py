@@ -174,6 +174,74 @@ class FabricTB(TB):
             src.payload.value = 0
         self.t_start = 0
         self.t_up = 0
+        self._dump_task = None
+
+    def start_watchdog(self):
+        """The watchdog plus a dump of the pending state one cycle before it fires."""
+        import cocotb
+        from cocotb.triggers import RisingEdge
+        wd = super().start_watchdog()
+
+        async def dump():
+            while True:
+                await RisingEdge(self.clk)
+                if wd.idle == wd.cycles:
+                    self.log.error("stall: %s", self.stall_report())
+        if self._dump_task is None:
+            self._dump_task = cocotb.start_soon(dump())
+        return wd
+
+    def stall_report(self) -> str:
+        """What is still pending: scoreboards, every endpoint's queues and the status ports."""
+        lines = [f"requests pending {self.sb_req.pending} "
+                 f"{ {k: [str(m) for m in q] for k, q in self.sb_req.queues.items() if q} }",
+                 f"completions pending {self.sb_cpl.pending} "
+                 f"{ {k: [str(m) for m in q] for k, q in self.sb_cpl.queues.items() if q} }"]
+        for e, ep in enumerate(self.eps):
+            lines.append(
+                f"endpoint {e}: outstanding tags {sorted(ep.outstanding)}, pending_rsp "
+                f"{len(ep.pending_rsp)}, req_src queue {len(ep.req_src.queue)} "
+                f"busy {ep.req_src._current is not None}, rsp_src queue "
+                f"{len(ep.rsp_src.queue)} busy {ep.rsp_src._current is not None}, "
+                f"partial req msg {len(ep.req_sink.on_beat[0].beats)} beats, partial rsp msg "
+                f"{len(ep.rsp_sink.on_beat[0].beats)} beats")
+            for side in ("ep", "sw"):
+                lines.append(f"  {side} chiplet {self.status(e, side)}")
+            lines.append(f"  switch {self.switch_stats(e)} bridge drops "
+                         f"{to_int(getattr(self.dut, f'o_bridge_drops__{e}').value)}")
+            for nm in ("i_req", "i_rsp", "o_req", "o_rsp"):
+                v = getattr(self.dut, f"{nm}__{e}__valid").value
+                r = getattr(self.dut, f"{nm}__{e}__ready").value
+                lines.append(f"  {nm}[{e}] valid={v} ready={r}")
+        lines.append(self._peek_internals())
+        return "\n".join(lines)
+
+    def _peek_internals(self) -> str:
+        """Internal state (Icarus, or Verilator with every signal public); "" otherwise."""
+        names = [f"switch.{x}{i}" for x in ("lock_in", "lock_v", "credit") for i in range(4)]
+        names += [f"switch.i_port__{i}__{x}" for i in range(self.n) for x in ("valid", "ready")]
+        names += [f"switch.o_port__{i}__valid" for i in range(self.n)]
+        for e in range(self.n):
+            names += [f"egress{e}.reasm.{x}" for x in ("full", "ridx", "o_beat__valid",
+                                                       "i_flit__ready")]
+            names += [f"egress{e}.reasm.wbuf{i}" for i in range(self.n)]
+            names += [f"egress{e}.reasm.widx{i}" for i in range(self.n)]
+            names += [f"egress{e}.i_flit__ready", f"egress{e}.o_req__ready",
+                      f"egress{e}.o_rsp__ready", f"egress{e}.o_req__valid",
+                      f"egress{e}.o_rsp__valid"]
+            names += [f"ingress{e}.{x}" for x in ("active", "cur", "hdr_done", "k",
+                                                 "i_req__valid", "i_rsp__valid",
+                                                 "o_flit__ready")]
+        out = []
+        for nm in names:
+            h = self.dut
+            try:
+                for part in nm.split("."):
+                    h = getattr(h, part)
+                out.append(f"{nm}={h.value}")
+            except Exception:
+                out.append(f"{nm}=?")
+        return "internals: " + " ".join(out)
 
     @staticmethod
     def args_of() -> dict:
