@@ -218,7 +218,8 @@ class FabricTB(TB):
 
     def _peek_internals(self) -> str:
         """Internal state (Icarus, or Verilator with every signal public); "" otherwise."""
-        names = [f"switch.{x}{i}" for x in ("lock_in", "lock_v", "credit") for i in range(4)]
+        names = [f"switch.{x}{i}" for x in ("lock_in", "lock_v", "credit", "done", "target")
+                 for i in range(2 * self.n)]
         names += [f"switch.i_port__{i}__{x}" for i in range(self.n) for x in ("valid", "ready")]
         names += [f"switch.o_port__{i}__valid" for i in range(self.n)]
         for e in range(self.n):
