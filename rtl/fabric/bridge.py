@@ -351,7 +351,8 @@ class EgressBridge(wiring.Component):
     Timing
     ------
     A unicast packet's last flit accepted in t → first beat in t+2 (store and forward, see
-    :class:`Reassembly`); results as :class:`ResultPacker`. Reset: empty.
+    :class:`Reassembly`); results as :class:`ResultPacker`. A beat offered on ``o_req`` or
+    ``o_rsp`` stays until it is taken. Reset: empty.
     """
 
     def __init__(self, n_ports: int, result_timeout: int = 8):
@@ -400,4 +401,9 @@ class EgressBridge(wiring.Component):
             m.d.sync += owner.eq(Mux(last, 0, Mux(pick_pk, 2, 1)))
             with m.If(last):
                 m.d.sync += last_pk.eq(pick_pk)
+        with m.Elif(req.valid):
+            # a beat offered and not taken stays until it is taken (stream rule): the
+            # chiplet's packer stores a message's header slot before it takes the beat,
+            # so a swap here would put the other message's data under that header
+            m.d.sync += owner.eq(Mux(pick_pk, 2, 1))
         return m
