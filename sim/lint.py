@@ -152,6 +152,11 @@ WAIVERS: list[Waiver] = [
            "Yosys declares a zero-width wire (a 0-bit Amaranth signal, e.g. the address of "
            "a 1-deep memory) as [-1:0]; it is never read or driven",
            lambda w, ctx: "[-1:0]" in w.message),
+    Waiver("CASEOVERLAP",
+           "Yosys writes an m.If/m.Elif chain as a casez whose wildcard items overlap "
+           "(????1, ???1?, 1????); Verilog takes the first matching item, which is the "
+           "chain's priority",
+           lambda w, ctx: "?" in w.detail),
     Waiver("DECLFILENAME",
            "Amaranth writes the whole hierarchy into one file; submodules are named "
            "'top.sub' and cannot match the file name",

@@ -110,9 +110,10 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
 
     calls = []
 
-    def fake_run(block, module, params, *, sim, seed, testcase, test_args, waves, name):
+    def fake_run(block, module, params, *, sim, seed, testcase, test_args, waves, name,
+                 vpi="all"):
         calls.append(dict(block=block, module=module, params=params, sim=sim, seed=seed,
-                          testcase=testcase, test_args=test_args, waves=waves))
+                          testcase=testcase, test_args=test_args, waves=waves, vpi=vpi))
         w = make_workload(test_args["workload"], params["n_endpoints"], test_args["seed"],
                           **test_args["params"])
         res = IdealNetwork(params["n_endpoints"], seed).run(w)
@@ -132,6 +133,7 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     assert len(calls) == 4                        # 2 workloads x (clean, faults)
     c = calls[-1]
     assert c["block"] == "fabric" and c["module"] == "tb.fabric.test_fabric"
+    assert c["vpi"] == "top"          # the Verilator build that fits the 8-endpoint fabric
     assert c["sim"] == "icarus" and c["seed"] == 4 and c["waves"] is False
     assert c["params"]["n_endpoints"] == 4 and c["params"]["n_chunks"] == 4
     slip_at = c["test_args"]["faults"].pop("slip_at")

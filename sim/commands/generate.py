@@ -26,8 +26,10 @@ def add_arguments(p):
                    help="also write a FuseSoC CAPI2 core FILE with suffix .core (needs -o)")
 
 
-def list_blocks(out=sys.stdout):
+def list_blocks(out=None):
     from rtl.blocks import all_blocks
+
+    out = out or sys.stdout
 
     for block in all_blocks().values():
         print(f"{block.name}: {block.doc}", file=out)
