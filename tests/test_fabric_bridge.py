@@ -43,6 +43,23 @@ def _msgs(rng, count, ops, src=3):
     return out
 
 
+def _run_ingress(dut, tb, reqs, rsps, rng, **drive):
+    """Simulate ``tb`` with the messages ``reqs``/``rsps`` offered on the ingress bridge's
+    ``i_req``/``i_rsp`` (``drive``: extra :func:`_drive` options)."""
+    async def src_req(ctx):
+        await _drive(ctx, dut.i_req, [b for m in reqs for b in m.beats()], rng, **drive)
+
+    async def src_rsp(ctx):
+        await _drive(ctx, dut.i_rsp, [b for m in rsps for b in m.beats()], rng, **drive)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.add_testbench(src_req, background=True)
+    sim.add_testbench(src_rsp, background=True)
+    sim.run()
+
+
 async def _drive(ctx, port, words, rng, idle=0.3):
     for w in words:
         while rng.random() < idle:
@@ -81,18 +98,7 @@ def test_ingress_against_reference(seed):
         flits = await _collect(ctx, dut.o_flit, n, rng)
         got.extend(FLIT.unpack(f) for f in flits)
 
-    async def src_req(ctx):
-        await _drive(ctx, dut.i_req, [b for m in reqs for b in m.beats()], rng)
-
-    async def src_rsp(ctx):
-        await _drive(ctx, dut.i_rsp, [b for m in rsps for b in m.beats()], rng)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.add_testbench(src_req, background=True)
-    sim.add_testbench(src_rsp, background=True)
-    sim.run()
+    _run_ingress(dut, tb, reqs, rsps, rng)
     # split the output into messages (a message's flits are contiguous) and match each
     # stream in order
     want = {0: [ref_flits(m) for m in reqs], 1: [ref_flits(m) for m in rsps]}
@@ -143,18 +149,7 @@ def test_ingress_holds_offered_flit(seed):
             if count[0] == n:
                 break
 
-    async def src_req(ctx):
-        await _drive(ctx, dut.i_req, [b for m in reqs for b in m.beats()], rng, idle=0.5)
-
-    async def src_rsp(ctx):
-        await _drive(ctx, dut.i_rsp, [b for m in rsps for b in m.beats()], rng, idle=0.5)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.add_testbench(src_req, background=True)
-    sim.add_testbench(src_rsp, background=True)
-    sim.run()
+    _run_ingress(dut, tb, reqs, rsps, rng, idle=0.5)
     assert count[0] == n, f"{count[0]} of {n} flits (seed {seed})"
     assert not violations, f"offered flit changed before it was taken: {violations[:3]} " \
                            f"(seed {seed})"
