@@ -35,8 +35,8 @@ Figures (:class:`SynthResult`):
     estimate nextpnr logged, after placement, if it got that far); ``"pnr-failed"``;
     ``"yosys-timeout"`` (Yosys did not finish within ``yosys_timeout``: no figures, only
     the size of the Verilog in the note); ``"yosys-aborted"`` (the WebAssembly Yosys
-    stopped with a runtime exception, as it does on the 8-endpoint fabric: no figures). Otherwise the Yosys figures are filled in, so a
-    report row is never empty.
+    stopped with a runtime exception, as it does on the 8-endpoint fabric: no figures).
+    Otherwise the Yosys figures are filled in, so a report row is never empty.
 ``cached``
     :func:`synth` found this configuration's ``result.json`` (same Verilog, target,
     device, package, timing target and seed; a time-out only if it had at least the time

@@ -45,6 +45,7 @@ def test_kit_watchdog_fires():
                    sim="icarus", test_args={"stall_cycles": 100},
                    planted_fault=True)
     assert "no progress for 100 cycles" in str(info.value)
+    assert "kit stall report: " in str(info.value)   # the watchdog's report hook
 
 
 def test_build_dir_keyed_by_params(tmp_path, monkeypatch):

@@ -16,7 +16,8 @@ class Watchdog:
     """Counts clock cycles since the last :meth:`kick`; past ``cycles`` the test fails.
 
     Drivers, monitors and scoreboards call :meth:`kick` when something moves. The error
-    names the watchdog, the stall length and the seed.
+    names the watchdog, the stall length and the seed, followed by ``report()`` if a
+    testbench set one (a description of what is pending, taken when the stall is found).
     """
 
     def __init__(self, clk, cycles: int, name: str = "watchdog", seed: int | None = None):
@@ -30,6 +31,7 @@ class Watchdog:
         self.now = 0
         self._task = None
         self.note = ""
+        self.report = None       # optional () -> str, appended to the StallError
 
     def kick(self, note: str = ""):
         self.idle = 0
@@ -52,6 +54,11 @@ class Watchdog:
             self.now += 1
             self.idle += 1
             if self.idle > self.cycles:
-                raise StallError(
-                    f"{self.name}: no progress for {self.cycles} cycles at cycle {self.now} "
-                    f"(last: {self.note or 'nothing'}; seed {self.seed})")
+                msg = (f"{self.name}: no progress for {self.cycles} cycles at cycle "
+                       f"{self.now} (last: {self.note or 'nothing'}; seed {self.seed})")
+                if self.report is not None:
+                    try:
+                        msg += "\n" + self.report()
+                    except Exception as exc:     # the stall is the finding, not the report
+                        msg += f"\n(stall report failed: {exc!r})"
+                raise StallError(msg)

@@ -174,22 +174,7 @@ class FabricTB(TB):
             src.payload.value = 0
         self.t_start = 0
         self.t_up = 0
-        self._dump_task = None
-
-    def start_watchdog(self):
-        """The watchdog plus a dump of the pending state one cycle before it fires."""
-        import cocotb
-        from cocotb.triggers import RisingEdge
-        wd = super().start_watchdog()
-
-        async def dump():
-            while True:
-                await RisingEdge(self.clk)
-                if wd.idle == wd.cycles:
-                    self.log.error("stall: %s", self.stall_report())
-        if self._dump_task is None:
-            self._dump_task = cocotb.start_soon(dump())
-        return wd
+        self.watchdog.report = self.stall_report
 
     def stall_report(self) -> str:
         """What is still pending: scoreboards, every endpoint's queues and the status ports."""

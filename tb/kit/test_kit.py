@@ -26,6 +26,7 @@ async def test_increment(dut):
         sb.observe(word)
 
     snk.on_beat.append(on_beat)
+    tb.watchdog.report = lambda: f"kit stall report: {sb.matched} of {n} matched"
     await tb.reset()
     tb.start_watchdog()
     words = random_words(tb.rng, width, n)
