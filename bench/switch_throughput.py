@@ -78,6 +78,12 @@ def main(argv=None) -> int:
                     help="output buffer (credits) of the pipelined variant (its credit "
                          "loop is 11 cycles, so >= 11 for line rate; 16 slots are the same "
                          "LUT RAM as 4)")
+    ap.add_argument("--xp-depth", type=int, default=16,
+                    help="RAM slots per crosspoint buffer of the crosspoint variant "
+                         "(default 16: one LUT-RAM row, the depth of an ECP5 DPR16X4)")
+    ap.add_argument("--xp-out-depth", type=int, default=8,
+                    help="output buffer (credits) of the crosspoint variant (its credit "
+                         "loop is 5 cycles)")
     ap.add_argument("--allreduce-flits", type=int, default=2048,
                     help="vector length per port of the all-reduce comparison (0: skip)")
     ap.add_argument("--only-allreduce", action="store_true")
@@ -116,6 +122,8 @@ def main(argv=None) -> int:
         "voq_pipelined": {**common, "mode": "voq", "iterations": 1, "pipeline": True,
                           "depth": args.pipe_depth or args.depth,
                           "out_depth": args.pipe_out_depth},
+        "crosspoint": {**common, "mode": "crosspoint", "iterations": 0,
+                       "depth": args.xp_depth, "out_depth": args.xp_out_depth},
     }
     if args.modes:
         keep = args.modes.split(",")
@@ -147,6 +155,8 @@ def main(argv=None) -> int:
               f"(FIFO theory at {n} ports: 61.8 % at 8, 58.6 % as n grows)")
     if best in sat and "voq_pipelined" in sat:
         print(f"  ratio voq_pipelined / {best} = {sat['voq_pipelined'] / sat[best]:.3f}")
+    if best in sat and "crosspoint" in sat:
+        print(f"  ratio crosspoint / {best} = {sat['crosspoint'] / sat[best]:.3f}")
     for label, r in results.items():
         p = r["params"]
         print(f"    {label}: depth {p['depth']}, out_depth {p['out_depth']}, "
@@ -154,7 +164,7 @@ def main(argv=None) -> int:
     print()
     print("mean / max latency in cycles, arrival to output handshake "
           "(includes the source queue; minimum 3 = 1 source FIFO + 2 switch, "
-          "13 = 1 + 12 for the pipelined variant):")
+          "13 = 1 + 12 for the pipelined variant, 7 = 1 + 6 for the crosspoint variant):")
     hdr = "  load  " + "".join(f"{lab:>26}" for lab in results)
     print(hdr)
     for k, load in enumerate(loads):

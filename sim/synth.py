@@ -71,6 +71,8 @@ REPORT_SETS: list[tuple[str, dict]] = [
     ("pcs-tx", {"n_lanes": 4}),
     ("pcs-rx", {"n_lanes": 4}),
     ("chiplet", {}),
+    ("switch", {"n_ports": 8, "data_width": 64, "mode": "crosspoint", "depth": 16,
+                "out_depth": 8}),
     ("switch", {"n_ports": 8, "data_width": 64, "pipeline": True, "depth": 64,
                 "out_depth": 16}),
     ("switch", {"n_ports": 8, "data_width": 64}),

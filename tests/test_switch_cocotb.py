@@ -15,6 +15,10 @@ CASES = [
     # pipeline=True: registered iSLIP, block-RAM VOQs, pipelined crossbar
     ("icarus", {"n_ports": 3, "mode": "voq", "depth": 2, "pipeline": True, "data_width": 16}),
     ("icarus", {"n_ports": 4, "mode": "voq", "depth": 4, "pipeline": True, "out_depth": 6}),
+    # mode="crosspoint": a buffered crossbar (a FIFO per crosspoint, an arbiter per output)
+    ("icarus", {"n_ports": 3, "mode": "crosspoint", "depth": 1, "out_depth": 1,
+                "data_width": 16}),
+    ("icarus", {"n_ports": 4, "mode": "crosspoint", "depth": 4, "out_depth": 4}),
 ]
 
 
@@ -39,6 +43,8 @@ REDUCE_CASES = [
                 "n_chunks": 4}),
     ("icarus", {"n_ports": 3, "mode": "voq", "depth": 4, "data_width": 64, "reduce": True,
                 "n_chunks": 4, "pipeline": True, "out_depth": 6}),
+    ("icarus", {"n_ports": 3, "mode": "crosspoint", "depth": 4, "data_width": 64,
+                "reduce": True, "n_chunks": 4, "out_depth": 4}),
 ]
 
 
@@ -71,4 +77,15 @@ def test_switch_pipelined_verilator_soak():
     params = {"n_ports": 8, "mode": "voq", "depth": 8, "pipeline": True, "out_depth": 8}
     result = runner.run("switch", "tb.switch.test_switch", params, sim="verilator",
                         test_args={"packets": 25})
+    assert result.tests and not result.failed
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+def test_switch_crosspoint_verilator_soak():
+    """The crosspoint variant at 8 ports and 64 bits (the FPGA report's configuration) on
+    Verilator, with long packets of traffic."""
+    params = {"n_ports": 8, "mode": "crosspoint", "depth": 16, "out_depth": 8}
+    result = runner.run("switch", "tb.switch.test_switch", params, sim="verilator",
+                        test_args={"packets": 60})
     assert result.tests and not result.failed

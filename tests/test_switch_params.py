@@ -19,6 +19,9 @@ from rtl.switch.top import Switch
     ({"n_chunks": 0}, "n_chunks=0"),
     ({"pipeline": True, "mode": "fifo"}, "pipeline=True needs mode='voq'"),
     ({"pipeline": 2}, "pipeline=2"),
+    ({"pipeline": True, "mode": "crosspoint"}, "pipeline=True needs mode='voq'"),
+    ({"mode": "crosspoint", "iterations": 2}, "iterations=2: mode='crosspoint'"),
+    ({"mode": "crosspoint", "depth": 6}, "depth=6"),
 ])
 def test_switch_rejects(kw, needle):
     with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
@@ -40,3 +43,9 @@ def test_switch_pipeline_defaults():
     with pytest.raises(ValueError, match="iterations=2"):
         b.build(n_ports=8, pipeline=True, iterations=2)
     assert b.build(n_ports=8).iterations == 3 and not b.build(n_ports=8).pipeline
+
+
+def test_switch_crosspoint_has_no_islip():
+    """The crosspoint variant has no matching: iterations 0, no allocator in the design."""
+    sw = get_block("switch").build(n_ports=4, mode="crosspoint")
+    assert (sw.mode, sw.iterations, sw.pipeline) == ("crosspoint", 0, False)

@@ -170,14 +170,15 @@ def test_cli_report_keeps_going(monkeypatch, capsys, tmp_path):
 
 def test_report_sets_resolve():
     """Every row of the report names registered parameters (a typo would only show up in
-    a long `make synth` run); both switch variants are there."""
+    a long `make synth` run); the default, pipelined and crosspoint switches are there."""
     from rtl.blocks import all_blocks, get_block
     blocks = all_blocks()
     for name, params in flow.REPORT_SETS:
         if name in blocks:
             assert set(get_block(name).resolve(params)) >= set(params), name
     switch = [p for n, p in flow.REPORT_SETS if n == "switch"]
-    assert {bool(p.get("pipeline")) for p in switch} == {False, True}
+    assert {(bool(p.get("pipeline")), p.get("mode", "voq")) for p in switch} == {
+        (False, "voq"), (True, "voq"), (False, "crosspoint")}
     assert all(p["n_ports"] == 8 and p["data_width"] == 64 for p in switch)
 
 

@@ -14,6 +14,7 @@ from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 from .group_table import GroupTable, config_layout
 from .islip import (ISLIPAllocator, lowest_bit, max_iterations, next_pointer,
                     round_robin_index)
+from .crosspoint import Crosspoint, CrosspointRow
 from .voq import InputQueue, PipelinedQueue, onehot_index
 
 __all__ = ["Switch", "STATS", "UNIT_STATS", "stats_layout", "unit_stats_layout", "BLOCKS"]
@@ -50,11 +51,17 @@ class Switch(wiring.Component):
     data_width : int
         Bits of ``data`` per flit (``sim.layouts.switch_flit``).
     depth : int
-        Flits per VOQ (power of two); FIFO mode: the input FIFO holds ``n_ports * depth``.
+        Flits per VOQ (power of two); FIFO mode: the input FIFO holds ``n_ports * depth``;
+        crosspoint mode: RAM slots per crosspoint buffer.
     iterations : int
-        iSLIP rounds per cycle, 1 … ``max(1, ceil(log2 n_ports))``.
+        iSLIP rounds per cycle, 1 … ``max(1, ceil(log2 n_ports))`` (none in crosspoint
+        mode: 0 or None).
     mode : str
-        ``"voq"`` (virtual output queues) or ``"fifo"`` (head-of-line blocking baseline).
+        ``"voq"`` (virtual output queues), ``"fifo"`` (head-of-line blocking baseline) or
+        ``"crosspoint"`` (a buffered crossbar: a LUT-RAM FIFO of ``depth`` flits at every
+        input-output crosspoint, the pipelined variant's input stage, a round-robin
+        arbiter per output and no matching; every loop is local, which is the variant
+        for FPGA clock rates; full rate needs ``out_depth >= 4``).
     out_depth : int
         Output buffer slots = credits per output (>= 2 sustains line rate).
     n_groups : int
@@ -94,6 +101,12 @@ class Switch(wiring.Component):
     cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
     fills the credits, clears pointers, the group table and the counters.
 
+    ``mode="crosspoint"``: handshake in t → ``o_port`` valid in t+6 (t+1: the input
+    stage writes the row register; t+2: the crosspoint RAM write; t+3: the output's
+    arbiter selects the crosspoint while its head register loads; t+4: the head moves
+    into the crossbar register; t+5: the output buffer write). A credit is charged when a head leaves and returns on
+    the output handshake, so one output runs at line rate with ``out_depth >= 4``.
+
     ``pipeline=True``: handshake in t → ``o_port`` valid in t+12 (input register; VOQ
     write in t+1; requests in t+2; grant in t+3; accept = match in t+4; read address
     registers in t+5 and t+6; RAM read in t+7; flit registers in t+8 and t+9; crossbar
@@ -120,16 +133,22 @@ class Switch(wiring.Component):
         if pipeline and mode != "voq":
             raise ValueError(f"pipeline=True needs mode='voq' (got mode={mode!r})")
         top = max_iterations(n_ports)
-        if iterations is None or iterations == 0:
+        if mode == "crosspoint":
+            if iterations not in (None, 0):
+                raise ValueError(f"iterations={iterations!r}: mode='crosspoint' has no "
+                                 f"iSLIP (0 or None)")
+        elif iterations is None or iterations == 0:
             iterations = 1 if pipeline else min(3, top)
         if pipeline and iterations != 1:
             raise ValueError(f"iterations={iterations!r}: pipeline=True runs one iSLIP "
                              f"round (split over two cycles)")
-        if not isinstance(iterations, int) or not 1 <= iterations <= top:
+        if mode not in ("voq", "fifo", "crosspoint"):
+            raise ValueError(f"mode={mode!r} is not 'voq', 'fifo' or 'crosspoint'")
+        if mode == "crosspoint":
+            iterations = 0
+        elif not isinstance(iterations, int) or not 1 <= iterations <= top:
             raise ValueError(f"iterations={iterations!r} must be in 1..{top} "
                              f"for n_ports={n_ports}")
-        if mode not in ("voq", "fifo"):
-            raise ValueError(f"mode={mode!r} is not 'voq' or 'fifo'")
         if not isinstance(out_depth, int) or out_depth < 1:
             raise ValueError(f"out_depth={out_depth!r} must be a positive integer")
         if not isinstance(n_groups, int) or not 1 <= n_groups <= 1 << GROUP_BITS:
@@ -173,6 +192,7 @@ class Switch(wiring.Component):
         fw = self.flit.width
         layout = self.flit.layout()
         voq = self.mode == "voq"
+        xbuf = self.mode == "crosspoint"
         qwidth = fw if voq else fw + N          # FIFO mode stores the target mask too
 
         m.submodules.table = table = GroupTable(n, self.n_groups, n)
@@ -180,7 +200,7 @@ class Switch(wiring.Component):
                      table.i_config.payload.eq(self.i_config.payload),
                      self.i_config.ready.eq(1)]
         m.d.comb += self.o_config_drops.eq(table.o_config_drops)
-        if not self.pipeline:
+        if not (self.pipeline or xbuf):
             m.submodules.alloc = alloc = ISLIPAllocator(N, self.iterations)
 
         units = []
@@ -198,6 +218,11 @@ class Switch(wiring.Component):
 
         queues = []
         for r in range(N):
+            if xbuf:
+                q = CrosspointRow(N, fw, self.depth)
+                m.submodules[f"row{r}"] = q
+                queues.append(q)
+                continue
             if self.pipeline:
                 q = PipelinedQueue(N, qwidth, self.depth, meta_width=2)
             else:
@@ -265,7 +290,7 @@ class Switch(wiring.Component):
             drop = Signal(name=f"drop{r}")
             m.d.comb += drop.eq(drop_dest | drop_group | drop_kind)
 
-            if self.pipeline:
+            if self.pipeline or xbuf:
                 self._pipelined_ingress(m, r, q, port, valid, flit,
                                         Cat(target, drop_dest, drop_group, drop_kind))
                 continue
@@ -293,6 +318,9 @@ class Switch(wiring.Component):
 
         if self.pipeline:
             self._pipelined(m, queues, units, credit, lock_v, lock_in)
+            return m
+        if xbuf:
+            self._crosspoint(m, queues, units, credit)
             return m
 
         # ---- requests --------------------------------------------------------------
@@ -404,9 +432,10 @@ class Switch(wiring.Component):
         m.d.comb += [take.eq(h_valid & (drop | (write & h_last))),
                      q.i_wen.eq(write), q.i_wsel.eq(h_pick),
                      q.i_wdata.eq(h_flit),
-                     # packet-lock bits, seen by the allocator before the RAM is read
-                     q.i_wmeta.eq(Cat(h_flit.kind == Kind.UNICAST, ~h_flit.last)),
                      port.ready.eq(~(e_valid[0] & e_valid[1]))]
+        if isinstance(q, PipelinedQueue):
+            # packet-lock bits, seen by the allocator before the RAM is read
+            m.d.comb += q.i_wmeta.eq(Cat(h_flit.kind == Kind.UNICAST, ~h_flit.last))
         rest = Signal(N, name=f"in_rest{r}")
         m.d.comb += rest.eq(h_rem & ~h_pick)
 
@@ -595,6 +624,86 @@ class Switch(wiring.Component):
             m.d.sync += credit[o].eq(credit[o] - gany1[o] + hs)
             self._output_counters(m, o, port, hs, credit)
 
+    def _crosspoint(self, m, rows, units, credit):
+        """``mode="crosspoint"``: a buffer at every crosspoint (i, o), fed by row i's
+        registered write; per output, a round-robin arbiter over its column that keeps a
+        packet's flits together, a crossbar register and the output buffer
+        (docs/switch.md, "Crosspoint-buffered variant").
+
+        Output o in cycle t: ``sel`` (registered, one-hot) names the crosspoint whose
+        head leaves now (its ``i_pop``); the crossbar register takes that head. The
+        arbiter picks ``sel`` for t+1 from the crosspoints that will have a head then
+        (``o_next``), an output-buffer credit left after this cycle's transfer, and the
+        lock as it stands after this cycle's transfer: a UNICAST flit that is not
+        ``last`` keeps the output on its crosspoint (``o_open``), the ``last`` one frees
+        it. Credits are charged when the head leaves (``sel``) and returned on the output
+        handshake, both from registers."""
+        n = self.n_ports
+        N = len(rows)
+        fw = self.flit.width
+        layout = self.flit.layout()
+        rng = range(N)
+        pb = max(1, (N - 1).bit_length())
+        xps = [[Crosspoint(layout, self.depth) for o in rng] for i in rng]
+        for i in rng:
+            for o in rng:
+                xp = xps[i][o]
+                m.submodules[f"xp{i}_{o}"] = xp
+                m.d.comb += [xp.i_we.eq(rows[i].o_we[o]), xp.i_wdata.eq(rows[i].o_wdata),
+                             rows[i].i_freed[o].eq(xp.o_freed)]
+        for o in rng:
+            col = [xps[i][o] for i in rng]
+            sel = Signal(N, name=f"sel{o}")             # the head leaving now
+            sel_any = Signal(name=f"sel_any{o}")
+            lock_v = Signal(name=f"lock_v{o}")
+            lock_k = Signal(N, name=f"lock_k{o}")       # one-hot owner
+            ptr = Signal(pb, name=f"ptr{o}")
+            # credit >= 1 and >= 2, registers beside the counter
+            c1 = Signal(init=self.out_depth >= 1, name=f"credit_ge1_{o}")
+            c2 = Signal(init=self.out_depth >= 2, name=f"credit_ge2_{o}")
+            m.d.comb += sel_any.eq(sel.any())
+            for i in rng:
+                m.d.comb += col[i].i_pop.eq(sel[i])
+            # the lock after this cycle's transfer
+            moving = Cat(sel[i] & col[i].o_unicast for i in rng).any()
+            opens = Cat(sel[i] & col[i].o_open for i in rng).any()
+            lv = Signal(name=f"lock_next_v{o}")
+            lk = Signal(N, name=f"lock_next_k{o}")
+            m.d.comb += [lv.eq(Mux(moving, opens, lock_v)),
+                         lk.eq(Mux(moving, sel, lock_k))]
+            m.d.sync += [lock_v.eq(lv), lock_k.eq(lk)]
+            # a credit left after this cycle's transfer (charged below, a cycle late);
+            # applied last, so the arbiter's path starts at the crosspoints' registers
+            cok = Signal(name=f"credit_ok{o}")
+            m.d.comb += cok.eq(c2 | (c1 & ~sel_any))
+            avail = Signal(N, name=f"avail{o}")
+            m.d.comb += avail.eq(Cat(c.o_next for c in col))
+            rr = Signal(N, name=f"rr{o}")
+            m.d.comb += rr.eq(round_robin_index(avail, ptr, N))
+            nxt = Signal(N, name=f"sel_next{o}")
+            m.d.comb += nxt.eq(Mux(lv, lk & avail, rr) & cok.replicate(N))
+            m.d.sync += sel.eq(nxt)
+            with m.If(cok & ~lv & avail.any()):
+                m.d.sync += ptr.eq(next_pointer(rr, N))
+            # crossbar register, then the output buffer
+            port = self.o_port[o] if o < n else units[o - n].i_contrib
+            ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
+            m.submodules[f"out{o}"] = ob
+            moved = Signal(fw, name=f"xbar{o}")
+            moved_v = Signal(name=f"xbar_valid{o}")
+            acc = Const(0, fw)
+            for i in rng:
+                acc = acc | (col[i].o_head & sel[i].replicate(fw))
+            m.d.sync += [moved.eq(acc), moved_v.eq(sel_any)]
+            m.d.comb += [ob.w_en.eq(moved_v), ob.w_data.eq(moved),
+                         port.valid.eq(ob.r_rdy), port.payload.eq(ob.r_data),
+                         ob.r_en.eq(port.ready)]
+            hs = port.valid & port.ready
+            cnext = Signal.like(credit[o], name=f"credit_next{o}")
+            m.d.comb += cnext.eq(credit[o] - sel_any + hs)
+            m.d.sync += [credit[o].eq(cnext), c1.eq(cnext >= 1), c2.eq(cnext >= 2)]
+            self._output_counters(m, o, port, hs, credit)
+
     def _output_counters(self, m, o, port, out_hs, credit):
         n = self.n_ports
         if o < n:
@@ -615,14 +724,22 @@ def _build(n_ports, data_width, depth, iterations, mode, out_depth, n_groups, re
                   n_groups=n_groups, reduce=reduce, n_chunks=n_chunks, pipeline=pipeline)
 
 
+#: Lint sets beyond the defaults (sim/lint.py): each variant at 8 ports.
+LINT_PARAMS = {
+    "switch": [{"n_ports": 8, "pipeline": True, "depth": 64, "out_depth": 16},
+               {"n_ports": 8, "mode": "crosspoint", "out_depth": 8},
+               {"n_ports": 3, "mode": "crosspoint", "depth": 1, "reduce": True}],
+}
+
 BLOCKS = [
     Block("switch", _build, doc="VOQ + iSLIP crossbar with credits and multicast "
           "(docs/switch.md)", params=[
               Param("n_ports", int, 4, "ports (2..256; tested 2, 3, 4, 8; lint to 72)"),
               Param("data_width", int, 64, "data bits per flit"),
-              Param("depth", int, 16, "flits per VOQ (power of two)"),
+              Param("depth", int, 16, "flits per VOQ or crosspoint buffer (power of two)"),
               Param("iterations", int, 0, "iSLIP rounds, 1..ceil(log2 n); 0 = min(3, max)"),
-              Param("mode", str, "voq", "input queueing", choices=("voq", "fifo")),
+              Param("mode", str, "voq", "input queueing (crosspoint: a buffered "
+                    "crossbar, docs/switch.md)", choices=("voq", "fifo", "crosspoint")),
               Param("out_depth", int, 4, "output buffer slots = credits per output"),
               Param("n_groups", int, 16, "group-table entries (1..256)"),
               Param("reduce", bool, False, "per-port reduction units (rtl/reduce)"),
