@@ -11,11 +11,11 @@ from rtl.switch.top import Switch
 from sim.layouts import Kind, switch_flit
 
 #: handshake in cycle t -> o_port valid in t + LATENCY (docs/switch.md)
-LATENCY = 6
+LATENCY = 7
 #: the smallest out_depth (output credits) and depth (crosspoint credits) that sustain
 #: one flit per cycle from one input to one output
 FULL_RATE_OUT_DEPTH = 4
-FULL_RATE_DEPTH = 4
+FULL_RATE_DEPTH = 8
 
 
 def _run(dut, sends, cycles, ready=lambda o, c: True):

@@ -17,8 +17,6 @@ from amaranth import Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.layouts import Kind
-
 __all__ = ["CrosspointRow", "Crosspoint"]
 
 
@@ -37,13 +35,15 @@ class CrosspointRow(wiring.Component):
 
     Members
     -------
-    i_wen, i_wsel, i_wdata : In
+    i_wen, i_wsel, i_wdata, i_wmeta : In
         Write one flit into the crosspoint of the one-hot column ``i_wsel`` (allowed only
-        where ``o_notfull`` is set).
+        where ``o_notfull`` is set); ``i_wmeta`` = its lock bits (UNICAST, not ``last``),
+        passed on to the outputs.
     o_notfull : Out(n_ports)
         Registers: the crosspoint has a free RAM slot for a write in this cycle.
-    o_we, o_wdata : Out
-        The write, registered (one cycle after ``i_wen``), to the crosspoints.
+    o_we, o_wdata, o_wmeta : Out
+        The write, registered (one cycle after ``i_wen``), to the crosspoints (and the
+        write bit and lock bits to the outputs' own views).
     i_freed : In(n_ports)
         A crosspoint moved a flit out of its RAM (one credit back), from its register.
     """
@@ -53,9 +53,9 @@ class CrosspointRow(wiring.Component):
         self.width = width
         self.depth = depth
         super().__init__({
-            "i_wen": In(1), "i_wsel": In(n_ports), "i_wdata": In(width),
+            "i_wen": In(1), "i_wsel": In(n_ports), "i_wdata": In(width), "i_wmeta": In(2),
             "o_notfull": Out(n_ports, init=(1 << n_ports) - 1),
-            "o_we": Out(n_ports), "o_wdata": Out(width),
+            "o_we": Out(n_ports), "o_wdata": Out(width), "o_wmeta": Out(2),
             "i_freed": In(n_ports),
         })
 
@@ -72,7 +72,7 @@ class CrosspointRow(wiring.Component):
             m.d.sync += [free.eq(free - w + back),
                          nf.eq(back | (free >= 2) | (nf & ~w))]
         m.d.sync += [self.o_we.eq(self.i_wsel & self.i_wen.replicate(self.n_ports)),
-                     self.o_wdata.eq(self.i_wdata)]
+                     self.o_wdata.eq(self.i_wdata), self.o_wmeta.eq(self.i_wmeta)]
         return m
 
 
@@ -88,17 +88,12 @@ class Crosspoint(wiring.Component):
         The head leaves in this cycle (only while ``o_valid``).
     o_valid, o_head : Out
         The head register and its valid bit.
-    o_unicast, o_open : Out(1)
-        Registers beside the head: it is UNICAST; it is UNICAST and not ``last`` (it
-        opens or continues a packet, so its output stays with this crosspoint).
-    o_next : Out(1)
-        A head will be valid in the next cycle given ``i_pop`` (the RAM holds a flit, or
-        the head stays).
     o_freed : Out(1)
         Register: a flit moved from the RAM to the head last cycle (a credit for the row).
 
     Timing: a flit written in cycle t (``i_we``) is in the RAM in t+1 and in the head in
-    t+2 if the head was free.
+    t+2 if the head was free. The output never pops an empty head: it counts the row's
+    writes a cycle after the crosspoint does (``Switch._crosspoint``).
     """
 
     def __init__(self, layout, depth: int):
@@ -107,8 +102,7 @@ class Crosspoint(wiring.Component):
         width = layout.size
         super().__init__({
             "i_we": In(1), "i_wdata": In(width), "i_pop": In(1),
-            "o_valid": Out(1), "o_head": Out(width), "o_unicast": Out(1), "o_open": Out(1),
-            "o_next": Out(1), "o_freed": Out(1),
+            "o_valid": Out(1), "o_head": Out(width), "o_freed": Out(1),
         })
 
     def elaborate(self, platform):
@@ -123,15 +117,12 @@ class Crosspoint(wiring.Component):
         m.d.comb += [wr.addr.eq(wptr), wr.en.eq(self.i_we), wr.data.eq(self.i_wdata),
                      rd.addr.eq(rptr)]
         refill = Signal()
-        m.d.comb += [refill.eq(nonempty & (~self.o_valid | self.i_pop)),
-                     self.o_next.eq(nonempty | (self.o_valid & ~self.i_pop))]
+        m.d.comb += refill.eq(nonempty & (~self.o_valid | self.i_pop))
         with m.If(self.i_we):
             m.d.sync += wptr.eq(wptr + 1)
         flit = rd.data
         with m.If(refill):
-            uni = flit.kind == Kind.UNICAST
-            m.d.sync += [self.o_head.eq(flit), self.o_valid.eq(1), rptr.eq(rptr + 1),
-                         self.o_unicast.eq(uni), self.o_open.eq(uni & ~flit.last)]
+            m.d.sync += [self.o_head.eq(flit), self.o_valid.eq(1), rptr.eq(rptr + 1)]
         with m.Elif(self.i_pop):
             m.d.sync += self.o_valid.eq(0)
         # the same next-state rule as the row's credits

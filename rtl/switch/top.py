@@ -4,7 +4,7 @@ credit-based output buffers, counters. The cycle-level contract is docs/switch.m
 from __future__ import annotations
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.blocks import Block, Param
@@ -12,8 +12,8 @@ from rtl.reduce.unit import ReductionUnit, result_layout
 from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 
 from .group_table import GroupTable, config_layout
-from .islip import (ISLIPAllocator, lowest_bit, max_iterations, next_pointer,
-                    round_robin_index)
+from .islip import (ISLIPAllocator, lowest_bit, lowest_bit_flat, max_iterations,
+                    next_pointer, round_robin_index)
 from .crosspoint import Crosspoint, CrosspointRow
 from .voq import InputQueue, PipelinedQueue, onehot_index
 
@@ -61,7 +61,7 @@ class Switch(wiring.Component):
         ``"crosspoint"`` (a buffered crossbar: a LUT-RAM FIFO of ``depth`` flits at every
         input-output crosspoint, the pipelined variant's input stage, a round-robin
         arbiter per output and no matching; every loop is local, which is the variant
-        for FPGA clock rates; full rate needs ``out_depth >= 4``).
+        for FPGA clock rates; full rate needs ``out_depth >= 4`` and ``depth >= 8``).
     out_depth : int
         Output buffer slots = credits per output (>= 2 sustains line rate).
     n_groups : int
@@ -101,11 +101,13 @@ class Switch(wiring.Component):
     cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
     fills the credits, clears pointers, the group table and the counters.
 
-    ``mode="crosspoint"``: handshake in t → ``o_port`` valid in t+6 (t+1: the input
-    stage writes the row register; t+2: the crosspoint RAM write; t+3: the output's
-    arbiter selects the crosspoint while its head register loads; t+4: the head moves
-    into the crossbar register; t+5: the output buffer write). A credit is charged when a head leaves and returns on
-    the output handshake, so one output runs at line rate with ``out_depth >= 4``.
+    ``mode="crosspoint"``: handshake in t → ``o_port`` valid in t+7 (t+1: the input
+    stage writes the row register; t+2: the crosspoint RAM write, and the output
+    registers the write; t+3: the output counts it; t+4: the output's arbiter selects
+    the crosspoint; t+5: the head moves into the crossbar register; t+6: the output
+    buffer write). A credit is charged when a head leaves and returns on the output
+    handshake, so one output runs at line rate with ``out_depth >= 4``; one input to one
+    output at line rate needs ``depth >= 8``.
 
     ``pipeline=True``: handshake in t → ``o_port`` valid in t+12 (input register; VOQ
     write in t+1; requests in t+2; grant in t+3; accept = match in t+4; read address
@@ -432,16 +434,22 @@ class Switch(wiring.Component):
         m.d.comb += [take.eq(h_valid & (drop | (write & h_last))),
                      q.i_wen.eq(write), q.i_wsel.eq(h_pick),
                      q.i_wdata.eq(h_flit),
+                     # packet-lock bits, seen by the allocator (the crosspoint switch:
+                     # the outputs) without the flit
+                     q.i_wmeta.eq(Cat(h_flit.kind == Kind.UNICAST, ~h_flit.last)),
                      port.ready.eq(~(e_valid[0] & e_valid[1]))]
-        if isinstance(q, PipelinedQueue):
-            # packet-lock bits, seen by the allocator before the RAM is read
-            m.d.comb += q.i_wmeta.eq(Cat(h_flit.kind == Kind.UNICAST, ~h_flit.last))
         rest = Signal(N, name=f"in_rest{r}")
         m.d.comb += rest.eq(h_rem & ~h_pick)
 
         def plan(k, targets):
-            low = lowest_bit(targets, N)
-            return [e_rem[k].eq(targets), e_pick[k].eq(low), e_last[k].eq(targets == low)]
+            if isinstance(q, CrosspointRow):
+                # no carry chain (the crosspoint switch's timing; the same values)
+                low = lowest_bit_flat(targets, N)
+                last = ~(targets & ~low).any()
+            else:
+                low = lowest_bit(targets, N)
+                last = targets == low
+            return [e_rem[k].eq(targets), e_pick[k].eq(low), e_last[k].eq(last)]
 
         enq = valid & port.ready
         fill = Mux(h_valid, ~hsel, hsel)        # the entry a new flit goes to
@@ -632,12 +640,14 @@ class Switch(wiring.Component):
 
         Output o in cycle t: ``sel`` (registered, one-hot) names the crosspoint whose
         head leaves now (its ``i_pop``); the crossbar register takes that head. The
-        arbiter picks ``sel`` for t+1 from the crosspoints that will have a head then
-        (``o_next``), an output-buffer credit left after this cycle's transfer, and the
-        lock as it stands after this cycle's transfer: a UNICAST flit that is not
-        ``last`` keeps the output on its crosspoint (``o_open``), the ``last`` one frees
-        it. Credits are charged when the head leaves (``sel``) and returned on the output
-        handshake, both from registers."""
+        arbiter reads only this output's own state: per crosspoint, the row's writes
+        registered here (a cycle after the crosspoint sees them), a count of its flits
+        with ">= 1" and ">= 2" as registers, and a LUT-RAM queue of the flits' lock bits.
+        It picks ``sel`` for t+1 from the crosspoints that will still hold a flit, if an
+        output-buffer credit is left after this cycle's transfer, and by the lock as it
+        stands after this cycle's transfer: a UNICAST flit that is not ``last`` keeps the
+        output on its crosspoint, the ``last`` one frees it. Credits are charged when the
+        head leaves (``sel``) and returned on the output handshake, both from registers."""
         n = self.n_ports
         N = len(rows)
         fw = self.flit.width
@@ -662,22 +672,49 @@ class Switch(wiring.Component):
             c1 = Signal(init=self.out_depth >= 1, name=f"credit_ge1_{o}")
             c2 = Signal(init=self.out_depth >= 2, name=f"credit_ge2_{o}")
             m.d.comb += sel_any.eq(sel.any())
+            avail = Signal(N, name=f"avail{o}")
+            hu = Signal(N, name=f"head_unicast{o}")
+            hop = Signal(N, name=f"head_open{o}")
             for i in rng:
                 m.d.comb += col[i].i_pop.eq(sel[i])
+                # The output's own view of crosspoint (i, o): the row's write (and the
+                # flit's two lock bits) registered here, a cycle after the crosspoint
+                # sees it, so everything the arbiter reads is a register or a small
+                # memory of this output.
+                we = Signal(name=f"seen_we{i}_{o}")
+                wm = Signal(2, name=f"seen_meta{i}_{o}")
+                m.d.sync += [we.eq(rows[i].o_we[o]), wm.eq(rows[i].o_wmeta)]
+                meta = memory.Memory(shape=2, depth=2 * self.depth, init=[])
+                m.submodules[f"meta{i}_{o}"] = meta
+                mw = meta.write_port()
+                mr = meta.read_port(domain="comb")
+                mwp = Signal(range(2 * self.depth), name=f"meta_w{i}_{o}")
+                mrp = Signal(range(2 * self.depth), name=f"meta_r{i}_{o}")
+                cnt = Signal(range(self.depth + 2), name=f"seen{i}_{o}")
+                g1 = Signal(name=f"seen_ge1_{i}_{o}")
+                g2 = Signal(name=f"seen_ge2_{i}_{o}")
+                m.d.comb += [mw.en.eq(we), mw.addr.eq(mwp), mw.data.eq(wm),
+                             mr.addr.eq(mrp), hu[i].eq(mr.data[0]),
+                             hop[i].eq(mr.data[0] & mr.data[1]),
+                             avail[i].eq(g2 | (g1 & ~sel[i]))]
+                with m.If(we):
+                    m.d.sync += mwp.eq(mwp + 1)
+                with m.If(sel[i]):
+                    m.d.sync += mrp.eq(mrp + 1)
+                cn = Signal.like(cnt, name=f"seen_next{i}_{o}")
+                m.d.comb += cn.eq(cnt + we - sel[i])
+                m.d.sync += [cnt.eq(cn), g1.eq(cn >= 1), g2.eq(cn >= 2)]
             # the lock after this cycle's transfer
-            moving = Cat(sel[i] & col[i].o_unicast for i in rng).any()
-            opens = Cat(sel[i] & col[i].o_open for i in rng).any()
+            moving = (sel & hu).any()
+            opens = (sel & hop).any()
             lv = Signal(name=f"lock_next_v{o}")
             lk = Signal(N, name=f"lock_next_k{o}")
             m.d.comb += [lv.eq(Mux(moving, opens, lock_v)),
                          lk.eq(Mux(moving, sel, lock_k))]
             m.d.sync += [lock_v.eq(lv), lock_k.eq(lk)]
-            # a credit left after this cycle's transfer (charged below, a cycle late);
-            # applied last, so the arbiter's path starts at the crosspoints' registers
+            # a credit left after this cycle's transfer (charged below, a cycle late)
             cok = Signal(name=f"credit_ok{o}")
             m.d.comb += cok.eq(c2 | (c1 & ~sel_any))
-            avail = Signal(N, name=f"avail{o}")
-            m.d.comb += avail.eq(Cat(c.o_next for c in col))
             rr = Signal(N, name=f"rr{o}")
             m.d.comb += rr.eq(round_robin_index(avail, ptr, N))
             nxt = Signal(N, name=f"sel_next{o}")
