@@ -500,7 +500,6 @@ class Switch(wiring.Component):
         read address, accept pointers) works from ``match1`` in t+1; only the grant
         pointers move at the end of t (their sub-scheduler grants again in t+1).
         """
-        n = self.n_ports
         N = len(queues)
         fw = self.flit.width
         rng = range(N)
@@ -616,19 +615,7 @@ class Switch(wiring.Component):
                 nxt = Signal(N, name=f"xsel{k}_{o}")
                 m.d.sync += nxt.eq(sel)
                 sel = nxt
-            port = self.o_port[o] if o < n else units[o - n].i_contrib
-            ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
-            m.submodules[f"out{o}"] = ob
-            moved = Signal(fw, name=f"xbar{o}")
-            moved_v = Signal(name=f"xbar_valid{o}")
-            acc = Const(0, fw)
-            for i in rng:
-                acc = acc | (heads[i] & sel[i].replicate(fw))
-            m.d.sync += [moved.eq(acc), moved_v.eq(sel.any())]
-            m.d.comb += [ob.w_en.eq(moved_v), ob.w_data.eq(moved),
-                         port.valid.eq(ob.r_rdy), port.payload.eq(ob.r_data),
-                         ob.r_en.eq(port.ready)]
-            hs = port.valid & port.ready
+            port, hs = self._crossbar_output(m, o, units, heads, sel, sel.any())
             m.d.sync += credit[o].eq(credit[o] - gany1[o] + hs)
             self._output_counters(m, o, port, hs, credit)
 
@@ -648,9 +635,7 @@ class Switch(wiring.Component):
         stands after this cycle's transfer: a UNICAST flit that is not ``last`` keeps the
         output on its crosspoint, the ``last`` one frees it. Credits are charged when the
         head leaves (``sel``) and returned on the output handshake, both from registers."""
-        n = self.n_ports
         N = len(rows)
-        fw = self.flit.width
         layout = self.flit.layout()
         rng = range(N)
         pb = max(1, (N - 1).bit_length())
@@ -722,24 +707,32 @@ class Switch(wiring.Component):
             m.d.sync += sel.eq(nxt)
             with m.If(cok & ~lv & avail.any()):
                 m.d.sync += ptr.eq(next_pointer(rr, N))
-            # crossbar register, then the output buffer
-            port = self.o_port[o] if o < n else units[o - n].i_contrib
-            ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
-            m.submodules[f"out{o}"] = ob
-            moved = Signal(fw, name=f"xbar{o}")
-            moved_v = Signal(name=f"xbar_valid{o}")
-            acc = Const(0, fw)
-            for i in rng:
-                acc = acc | (col[i].o_head & sel[i].replicate(fw))
-            m.d.sync += [moved.eq(acc), moved_v.eq(sel_any)]
-            m.d.comb += [ob.w_en.eq(moved_v), ob.w_data.eq(moved),
-                         port.valid.eq(ob.r_rdy), port.payload.eq(ob.r_data),
-                         ob.r_en.eq(port.ready)]
-            hs = port.valid & port.ready
+            port, hs = self._crossbar_output(m, o, units, [c.o_head for c in col], sel,
+                                             sel_any)
             cnext = Signal.like(credit[o], name=f"credit_next{o}")
             m.d.comb += cnext.eq(credit[o] - sel_any + hs)
             m.d.sync += [credit[o].eq(cnext), c1.eq(cnext >= 1), c2.eq(cnext >= 2)]
             self._output_counters(m, o, port, hs, credit)
+
+    def _crossbar_output(self, m, o, units, heads, sel, sel_any):
+        """Output o's crossbar register (the one-hot AND-OR of ``heads`` by ``sel``) and
+        output buffer, as both registered variants build them; returns the output stream
+        (a port or a unit's contribution input) and its handshake."""
+        n = self.n_ports
+        fw = self.flit.width
+        port = self.o_port[o] if o < n else units[o - n].i_contrib
+        ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
+        m.submodules[f"out{o}"] = ob
+        moved = Signal(fw, name=f"xbar{o}")
+        moved_v = Signal(name=f"xbar_valid{o}")
+        acc = Const(0, fw)
+        for i, head in enumerate(heads):
+            acc = acc | (head & sel[i].replicate(fw))
+        m.d.sync += [moved.eq(acc), moved_v.eq(sel_any)]
+        m.d.comb += [ob.w_en.eq(moved_v), ob.w_data.eq(moved),
+                     port.valid.eq(ob.r_rdy), port.payload.eq(ob.r_data),
+                     ob.r_en.eq(port.ready)]
+        return port, port.valid & port.ready
 
     def _output_counters(self, m, o, port, out_hs, credit):
         n = self.n_ports
