@@ -5,10 +5,12 @@
 With one buffer per crosspoint, every output reads its own column without asking the
 inputs: there is no input-output matching, only an arbiter per output over its column
 (after Rojas-Cessa, Oki, Jing and Chao, "CIXB-1: combined input-one-cell-crosspoint
-buffered switch", IEEE HPSR 2001). Every loop is local: the row's credits per crosspoint
-(the buffer's free RAM slots, returned through a register), the crosspoint's own
-pointers, the output's arbiter, lock and output-buffer credits. Long wires (a row's
-write data to its crosspoints, a column's heads to its output) run register to register.
+buffered switch", IEEE HPSR 2001). Every loop stays within one row, one crosspoint or one
+output: the row's credits per crosspoint (the buffer's free RAM slots, returned through a
+register), the crosspoint's own pointers, the output's arbiter, lock and output-buffer
+credits. The wires between them (a row's write to its crosspoints and to the outputs, a
+column's heads to its output's crossbar register) start and end at registers. Whether
+nextpnr keeps each loop's cells together is another matter (docs/fpga.md).
 """
 
 from __future__ import annotations
