@@ -754,7 +754,8 @@ def _build(n_ports, data_width, depth, iterations, mode, out_depth, n_groups, re
                   n_groups=n_groups, reduce=reduce, n_chunks=n_chunks, pipeline=pipeline)
 
 
-#: Lint sets beyond the defaults (sim/lint.py): each variant at 8 ports.
+#: Lint sets beyond the defaults (sim/lint.py): the two registered variants at 8 ports, and
+#: the crosspoint one with reduction units and one-slot buffers.
 LINT_PARAMS = {
     "switch": [{"n_ports": 8, "pipeline": True, "depth": 64, "out_depth": 16},
                {"n_ports": 8, "mode": "crosspoint", "out_depth": 8},
