@@ -11,10 +11,10 @@ from rtl.switch.top import Switch
 from sim.layouts import Kind, switch_flit
 
 #: handshake in cycle t -> o_port valid in t + LATENCY (docs/switch.md)
-LATENCY = 7
+LATENCY = 8
 #: the smallest out_depth (output credits) and depth (crosspoint credits) that sustain
 #: one flit per cycle from one input to one output
-FULL_RATE_OUT_DEPTH = 4
+FULL_RATE_OUT_DEPTH = 5
 FULL_RATE_DEPTH = 8
 
 
@@ -96,14 +96,14 @@ def test_crosspoint_line_rate_needs_credits(depth, out_depth):
 @pytest.mark.parametrize("depth,out_depth", [(16, 8), (4, 5), (1, 2)])
 def test_crosspoint_buffering_behind_a_stopped_output(depth, out_depth):
     """Output 0 stopped: input 0 gets rid of out_depth (output buffer) + depth (crosspoint
-    RAM) + 1 (crosspoint head) + 2 (input stage) flits, then stalls; input 1 still reaches
+    RAM) + 2 (crosspoint head slots) + 2 (input stage) flits, then stalls; input 1 still reaches
     output 1; released, output 0 delivers everything in order."""
     dut = _switch(depth=depth, out_depth=out_depth)
     hold = 120
     flits = [(0, k, 1) for k in range(40)]
     acc, out = _run(dut, [flits, [(1, k, 1) for k in range(20)], [], []], 400,
                     ready=lambda o, c: o != 0 or c >= hold)
-    cap = out_depth + depth + 1 + 2
+    cap = out_depth + depth + 2 + 2
     assert sum(c < hold for c in acc[0]) == cap
     assert len(out[1]) == 20 and out[1][-1][0] < hold
     assert [d for _, _, d, _ in out[0]] == list(range(40))

@@ -15,11 +15,11 @@ nextpnr keeps each loop's cells together is another matter (docs/fpga.md).
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["CrosspointRow", "Crosspoint"]
+__all__ = ["CrosspointRow", "Crosspoint", "OutputBuffer"]
 
 
 class CrosspointRow(wiring.Component):
@@ -80,22 +80,31 @@ class CrosspointRow(wiring.Component):
 
 class Crosspoint(wiring.Component):
     """One crosspoint buffer: ``depth`` flits of LUT RAM (synchronous write, asynchronous
-    read) in front of a head register, read by its output's arbiter.
+    read) in front of two head slots, read by its output's arbiter.
+
+    The output's pop reaches the crosspoint through a register here, so the wire from the
+    output's arbiter starts and ends at a register; the crosspoint learns of a pop one
+    cycle late. The second slot covers that cycle: ``o_head`` is the older slot, chosen
+    by the slot index as of two cycles ago and the registered pop (one LUT), and the slot
+    popped in cycle t is refilled from the RAM in t+1, in time for a pop in t+2.
 
     Members
     -------
     i_we, i_wdata : In
         Write (from the row's register); the row's credits guarantee a free slot.
     i_pop : In(1)
-        The head leaves in this cycle (only while ``o_valid``).
-    o_valid, o_head : Out
-        The head register and its valid bit.
+        The head leaves in this cycle (only while it holds a flit), from the output's
+        ``sel`` register.
+    o_head : Out
+        The oldest flit not yet popped (combinational, from registers).
     o_freed : Out(1)
-        Register: a flit moved from the RAM to the head last cycle (a credit for the row).
+        Register: a flit moved from the RAM to a slot last cycle (a credit for the row).
 
-    Timing: a flit written in cycle t (``i_we``) is in the RAM in t+1 and in the head in
-    t+2 if the head was free. The output never pops an empty head: it counts the row's
-    writes a cycle after the crosspoint does (``Switch._crosspoint``).
+    Timing: a flit written in cycle t (``i_we``) is in the RAM in t+1 and in a slot in t+2
+    if a slot was free in t+1 (both slots were full, or one was popped in t or before).
+    The output never pops an empty slot: it counts the row's writes a cycle after the
+    crosspoint does and pops flit k no earlier than a cycle after flit k-1
+    (``Switch._crosspoint``), so flit k-2's slot is free by then.
     """
 
     def __init__(self, layout, depth: int):
@@ -104,7 +113,7 @@ class Crosspoint(wiring.Component):
         width = layout.size
         super().__init__({
             "i_we": In(1), "i_wdata": In(width), "i_pop": In(1),
-            "o_valid": Out(1), "o_head": Out(width), "o_freed": Out(1),
+            "o_popped": Out(width), "o_freed": Out(1),
         })
 
     def elaborate(self, platform):
@@ -118,17 +127,93 @@ class Crosspoint(wiring.Component):
         nonempty = Signal()                       # count != 0, as a register
         m.d.comb += [wr.addr.eq(wptr), wr.en.eq(self.i_we), wr.data.eq(self.i_wdata),
                      rd.addr.eq(rptr)]
-        refill = Signal()
-        m.d.comb += refill.eq(nonempty & (~self.o_valid | self.i_pop))
         with m.If(self.i_we):
             m.d.sync += wptr.eq(wptr + 1)
-        flit = rd.data
+        slot = [Signal(self.layout.size, name=f"slot{k}") for k in (0, 1)]
+        full = Signal(2)                          # the slot holds a flit not yet popped
+        popped = Signal()                         # the output popped in the last cycle
+        older = Signal()                          # the head slot before that pop
+        fill_at = Signal()                        # the slot the next flit goes to
+        m.d.sync += popped.eq(self.i_pop)
+        # the slot popped last cycle: refilled at the end of this one, read by the
+        # output's crossbar register now
+        m.d.comb += self.o_popped.eq(Mux(older, slot[1], slot[0]))
+        m.d.sync += older.eq(older ^ popped)
+        free = Signal(2)
+        for k in (0, 1):
+            m.d.comb += free[k].eq(~full[k] | (popped & (older == k)))
+        refill = Signal()
+        m.d.comb += refill.eq(nonempty & Mux(fill_at, free[1], free[0]))
+        for k in (0, 1):
+            with m.If(refill & (fill_at == k)):
+                m.d.sync += [slot[k].eq(rd.data), full[k].eq(1)]
+            with m.Elif(popped & (older == k)):
+                m.d.sync += full[k].eq(0)
         with m.If(refill):
-            m.d.sync += [self.o_head.eq(flit), self.o_valid.eq(1), rptr.eq(rptr + 1)]
-        with m.Elif(self.i_pop):
-            m.d.sync += self.o_valid.eq(0)
+            m.d.sync += [fill_at.eq(~fill_at), rptr.eq(rptr + 1)]
         # the same next-state rule as the row's credits
         m.d.sync += [count.eq(count + self.i_we - refill),
                      nonempty.eq(self.i_we | (count >= 2) | (nonempty & ~refill)),
                      self.o_freed.eq(refill)]
+        return m
+
+
+class OutputBuffer(wiring.Component):
+    """An output's buffer of ``depth`` flits (LUT RAM) for a writer that holds credits.
+
+    ``amaranth.lib.fifo.SyncFIFO`` gates every write with its own "not full", computed from
+    its level; in the 8-port switch that put the level, the write gate beside the RAM and
+    the level again on one path across the device (docs/fpga.md). Here the writer's
+    credits guarantee a free slot, so the write enable drives the RAM and the write
+    pointer directly, and the level only serves the read side.
+
+    Members
+    -------
+    i_we, i_wdata : In
+        Write one flit (only with a credit: at most ``depth`` flits held).
+    o_valid, o_data, i_ready : stream-like read side
+        ``o_valid`` is a register; ``o_data`` the oldest flit (the RAM, read
+        asynchronously); the flit leaves when ``o_valid`` and ``i_ready``.
+
+    Timing: a flit written in cycle t can be read in t+1, as with ``SyncFIFO``.
+    """
+
+    def __init__(self, width: int, depth: int):
+        if depth < 1:
+            raise ValueError(f"depth={depth!r} must be at least 1")
+        self.width = width
+        self.depth = depth
+        super().__init__({
+            "i_we": In(1), "i_wdata": In(width),
+            "o_valid": Out(1), "o_data": Out(width), "i_ready": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        d = self.depth
+        m.submodules.ram = ram = memory.Memory(shape=self.width, depth=d, init=[])
+        wr = ram.write_port()
+        rd = ram.read_port(domain="comb")
+        wptr = Signal(range(d))
+        rptr = Signal(range(d))
+        level = Signal(range(d + 1))
+        take = Signal()
+
+        def step(ptr):
+            return Mux(ptr == d - 1, 0, ptr + 1)
+
+        m.d.comb += [wr.addr.eq(wptr), wr.en.eq(self.i_we), wr.data.eq(self.i_wdata),
+                     rd.addr.eq(rptr), self.o_data.eq(rd.data),
+                     take.eq(self.o_valid & self.i_ready)]
+        with m.If(self.i_we):
+            m.d.sync += wptr.eq(step(wptr))
+        with m.If(take):
+            m.d.sync += rptr.eq(step(rptr))
+        # o_valid = "level >= 1", as a register. Written as branches, as SyncFIFO is, so
+        # that an undriven ``i_ready`` (X in a Verilog simulation) while ``o_valid`` is
+        # low leaves the level alone.
+        with m.If(self.i_we & ~take):
+            m.d.sync += [level.eq(level + 1), self.o_valid.eq(1)]
+        with m.Elif(~self.i_we & take):
+            m.d.sync += [level.eq(level - 1), self.o_valid.eq(level >= 2)]
         return m

@@ -14,7 +14,7 @@ from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 from .group_table import GroupTable, config_layout
 from .islip import (ISLIPAllocator, lowest_bit, lowest_bit_flat, max_iterations,
                     next_pointer, round_robin_index)
-from .crosspoint import Crosspoint, CrosspointRow
+from .crosspoint import Crosspoint, CrosspointRow, OutputBuffer
 from .voq import InputQueue, PipelinedQueue, onehot_index
 
 __all__ = ["Switch", "STATS", "UNIT_STATS", "stats_layout", "unit_stats_layout", "BLOCKS"]
@@ -660,55 +660,82 @@ class Switch(wiring.Component):
             avail = Signal(N, name=f"avail{o}")
             hu = Signal(N, name=f"head_unicast{o}")
             hop = Signal(N, name=f"head_open{o}")
+            g1s = Signal(N, name=f"seen_ge1_{o}")
+            g2s = Signal(N, name=f"seen_ge2_{o}")
+            # A copy of ``sel`` for the crossbar's AND-OR, so that the arbiter's own
+            # register stays with the arbiter; it has no reset (the crossbar register is
+            # only read with ``sel_any``), which keeps Yosys from merging the two.
+            sel_x = Signal(N, reset_less=True, name=f"sel_xbar{o}")
             for i in rng:
                 m.d.comb += col[i].i_pop.eq(sel[i])
                 # The output's own view of crosspoint (i, o): the row's write (and the
-                # flit's two lock bits) registered here, a cycle after the crosspoint
-                # sees it, so everything the arbiter reads is a register or a small
-                # memory of this output.
+                # flit's lock bits) registered here, a cycle after the crosspoint sees
+                # it, so everything the arbiter reads is a register of this output.
                 we = Signal(name=f"seen_we{i}_{o}")
                 wm = Signal(2, name=f"seen_meta{i}_{o}")
                 m.d.sync += [we.eq(rows[i].o_we[o]), wm.eq(rows[i].o_wmeta)]
+                # lock bits as stored: UNICAST, and UNICAST and not ``last``
+                wl = Signal(2, name=f"seen_lock{i}_{o}")
+                m.d.comb += wl.eq(Cat(wm[0], wm[0] & wm[1]))
+                # The lock bits of the flits behind the front one, a LUT-RAM queue read
+                # one ahead; the front flit's in ``front`` (a register).
                 meta = memory.Memory(shape=2, depth=2 * self.depth, init=[])
                 m.submodules[f"meta{i}_{o}"] = meta
                 mw = meta.write_port()
                 mr = meta.read_port(domain="comb")
                 mwp = Signal(range(2 * self.depth), name=f"meta_w{i}_{o}")
-                mrp = Signal(range(2 * self.depth), name=f"meta_r{i}_{o}")
+                mrp = Signal(range(2 * self.depth), init=1, name=f"meta_r{i}_{o}")
+                front = Signal(2, name=f"front{i}_{o}")
                 cnt = Signal(range(self.depth + 2), name=f"seen{i}_{o}")
                 g1 = Signal(name=f"seen_ge1_{i}_{o}")
                 g2 = Signal(name=f"seen_ge2_{i}_{o}")
-                m.d.comb += [mw.en.eq(we), mw.addr.eq(mwp), mw.data.eq(wm),
-                             mr.addr.eq(mrp), hu[i].eq(mr.data[0]),
-                             hop[i].eq(mr.data[0] & mr.data[1]),
+                m.d.comb += [mw.en.eq(we), mw.addr.eq(mwp), mw.data.eq(wl),
+                             mr.addr.eq(mrp), hu[i].eq(front[0]), hop[i].eq(front[1]),
                              avail[i].eq(g2 | (g1 & ~sel[i]))]
                 with m.If(we):
                     m.d.sync += mwp.eq(mwp + 1)
+                # the front after this cycle: on a pop the next flit's bits (from the
+                # queue, or the one written now if it was the only one left); without
+                # one, the flit written now if there was none
                 with m.If(sel[i]):
-                    m.d.sync += mrp.eq(mrp + 1)
+                    m.d.sync += [mrp.eq(mrp + 1), front.eq(Mux(g2, mr.data, wl))]
+                with m.Elif(~g1):
+                    m.d.sync += front.eq(wl)
                 cn = Signal.like(cnt, name=f"seen_next{i}_{o}")
                 m.d.comb += cn.eq(cnt + we - sel[i])
                 m.d.sync += [cnt.eq(cn), g1.eq(cn >= 1), g2.eq(cn >= 2)]
-            # the lock after this cycle's transfer
-            moving = (sel & hu).any()
-            opens = (sel & hop).any()
-            lv = Signal(name=f"lock_next_v{o}")
-            lk = Signal(N, name=f"lock_next_k{o}")
-            m.d.comb += [lv.eq(Mux(moving, opens, lock_v)),
-                         lk.eq(Mux(moving, sel, lock_k))]
-            m.d.sync += [lock_v.eq(lv), lock_k.eq(lk)]
+                m.d.comb += [g1s[i].eq(g1), g2s[i].eq(g2)]
+            # The front flit of the crosspoint leaving now opens the lock on it (UNICAST,
+            # not ``last``) or closes it (UNICAST, ``last``); other flits leave it as is.
+            opens = Signal(name=f"lock_opens{o}")
+            closes = Signal(name=f"lock_closes{o}")
+            m.d.comb += [opens.eq((sel & hop).any()), closes.eq((sel & hu & ~hop).any())]
+            m.d.sync += [lock_v.eq(opens | (lock_v & ~closes)),
+                         lock_k.eq(Mux(opens | closes, sel, lock_k))]
             # a credit left after this cycle's transfer (charged below, a cycle late)
             cok = Signal(name=f"credit_ok{o}")
             m.d.comb += cok.eq(c2 | (c1 & ~sel_any))
+            # Round robin over ``avail`` from ``ptr``. ``ptr`` is one past ``sel`` whenever
+            # ``sel`` is set (a grant moves it there, a locked grant repeats the owner the
+            # round robin picked), so ``sel``'s crosspoint comes last and the pick over
+            # the registers ``seen_ge1`` alone serves, unless it is ``sel``'s crosspoint
+            # without a second flit: then nothing else was there either.
             rr = Signal(N, name=f"rr{o}")
-            m.d.comb += rr.eq(round_robin_index(avail, ptr, N))
+            m.d.comb += rr.eq(round_robin_index(g1s, ptr, N) & (~sel | g2s))
+            # (Muxes, not If: a combinational process is a Verilog ``always @*`` that
+            # Icarus does not run at time 0, and nothing here changes during reset)
             nxt = Signal(N, name=f"sel_next{o}")
-            m.d.comb += nxt.eq(Mux(lv, lk & avail, rr) & cok.replicate(N))
-            m.d.sync += sel.eq(nxt)
-            with m.If(cok & ~lv & avail.any()):
+            m.d.comb += nxt.eq(Mux(opens, sel & g2s,
+                                   Mux(closes | ~lock_v, rr, lock_k & avail)))
+            m.d.sync += sel.eq(nxt & cok.replicate(N))
+            # the crossbar register takes the flit a cycle after its pop, from the slot
+            # it leaves: its select is ``sel`` a cycle late, a register copy
+            sel_x_any = Signal(name=f"sel_xbar_any{o}")
+            m.d.sync += [sel_x.eq(sel), sel_x_any.eq(sel_any)]
+            with m.If(cok & ~opens & (closes | ~lock_v) & rr.any()):
                 m.d.sync += ptr.eq(next_pointer(rr, N))
-            port, hs = self._crossbar_output(m, o, units, [c.o_head for c in col], sel,
-                                             sel_any)
+            port, hs = self._crossbar_output(m, o, units, [c.o_popped for c in col], sel_x,
+                                             sel_x_any)
             cnext = Signal.like(credit[o], name=f"credit_next{o}")
             m.d.comb += cnext.eq(credit[o] - sel_any + hs)
             m.d.sync += [credit[o].eq(cnext), c1.eq(cnext >= 1), c2.eq(cnext >= 2)]
@@ -721,14 +748,23 @@ class Switch(wiring.Component):
         n = self.n_ports
         fw = self.flit.width
         port = self.o_port[o] if o < n else units[o - n].i_contrib
-        ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
-        m.submodules[f"out{o}"] = ob
         moved = Signal(fw, name=f"xbar{o}")
         moved_v = Signal(name=f"xbar_valid{o}")
         acc = Const(0, fw)
         for i, head in enumerate(heads):
             acc = acc | (head & sel[i].replicate(fw))
         m.d.sync += [moved.eq(acc), moved_v.eq(sel_any)]
+        if self.mode == "crosspoint":
+            # the credits guarantee space: no "not full" gate on the write (the same
+            # timing as SyncFIFO, see OutputBuffer)
+            ob = OutputBuffer(fw, self.out_depth)
+            m.submodules[f"out{o}"] = ob
+            m.d.comb += [ob.i_we.eq(moved_v), ob.i_wdata.eq(moved),
+                         port.valid.eq(ob.o_valid), port.payload.eq(ob.o_data),
+                         ob.i_ready.eq(port.ready)]
+            return port, port.valid & port.ready
+        ob = fifo.SyncFIFO(width=fw, depth=self.out_depth)
+        m.submodules[f"out{o}"] = ob
         m.d.comb += [ob.w_en.eq(moved_v), ob.w_data.eq(moved),
                      port.valid.eq(ob.r_rdy), port.payload.eq(ob.r_data),
                      ob.r_en.eq(port.ready)]
