@@ -8,8 +8,9 @@ inputs: there is no input-output matching, only an arbiter per output over its c
 buffered switch", IEEE HPSR 2001). Every loop stays within one row, one crosspoint or one
 output: the row's credits per crosspoint (the buffer's free RAM slots, returned through a
 register), the crosspoint's own pointers, the output's arbiter, lock and output-buffer
-credits. The wires between them (a row's write to its crosspoints and to the outputs, a
-column's heads to its output's crossbar register) start and end at registers. Whether
+credits. The wires between them (a row's write to its crosspoints and to the outputs, an
+output's pop to its crosspoints, a column's popped flits to its output's crossbar
+register) start and end at registers, with at most a few LUTs on the way. Whether
 nextpnr keeps each loop's cells together is another matter (docs/fpga.md).
 """
 
@@ -80,31 +81,32 @@ class CrosspointRow(wiring.Component):
 
 class Crosspoint(wiring.Component):
     """One crosspoint buffer: ``depth`` flits of LUT RAM (synchronous write, asynchronous
-    read) in front of two head slots, read by its output's arbiter.
+    read) in front of two head slots, read by its output.
 
     The output's pop reaches the crosspoint through a register here, so the wire from the
     output's arbiter starts and ends at a register; the crosspoint learns of a pop one
-    cycle late. The second slot covers that cycle: ``o_head`` is the older slot, chosen
-    by the slot index as of two cycles ago and the registered pop (one LUT), and the slot
-    popped in cycle t is refilled from the RAM in t+1, in time for a pop in t+2.
+    cycle late, and the output's crossbar register takes the popped flit then, from the
+    slot it left (``o_popped``: the slot chosen by a register, one LUT). The second slot
+    covers that cycle: the slot popped in cycle t is read in t+1 and refilled from the RAM
+    at the end of t+1, in time for a pop in t+2, while a pop in t+1 takes the other slot.
 
     Members
     -------
     i_we, i_wdata : In
-        Write (from the row's register); the row's credits guarantee a free slot.
+        Write (from the row's register); the row's credits guarantee a free RAM slot.
     i_pop : In(1)
-        The head leaves in this cycle (only while it holds a flit), from the output's
-        ``sel`` register.
-    o_head : Out
-        The oldest flit not yet popped (combinational, from registers).
+        The oldest flit leaves in this cycle (only while it is in a slot), from the
+        output's ``sel`` register.
+    o_popped : Out
+        The flit popped in the last cycle (from registers, one LUT).
     o_freed : Out(1)
         Register: a flit moved from the RAM to a slot last cycle (a credit for the row).
 
     Timing: a flit written in cycle t (``i_we``) is in the RAM in t+1 and in a slot in t+2
-    if a slot was free in t+1 (both slots were full, or one was popped in t or before).
-    The output never pops an empty slot: it counts the row's writes a cycle after the
-    crosspoint does and pops flit k no earlier than a cycle after flit k-1
-    (``Switch._crosspoint``), so flit k-2's slot is free by then.
+    if a slot was free in t+1 (empty, or popped in t or before). The output never pops an
+    empty slot: it counts the row's writes a cycle after the crosspoint does and pops
+    flit k no earlier than a cycle after flit k-1 (``Switch._crosspoint``), so flit k-2's
+    slot is free by then.
     """
 
     def __init__(self, layout, depth: int):

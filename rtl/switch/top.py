@@ -101,13 +101,13 @@ class Switch(wiring.Component):
     cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
     fills the credits, clears pointers, the group table and the counters.
 
-    ``mode="crosspoint"``: handshake in t → ``o_port`` valid in t+7 (t+1: the input
+    ``mode="crosspoint"``: handshake in t → ``o_port`` valid in t+8 (t+1: the input
     stage writes the row register; t+2: the crosspoint RAM write, and the output
     registers the write; t+3: the output counts it; t+4: the output's arbiter selects
-    the crosspoint; t+5: the head moves into the crossbar register; t+6: the output
-    buffer write). A credit is charged when a head leaves and returns on the output
-    handshake, so one output runs at line rate with ``out_depth >= 4``; one input to one
-    output at line rate needs ``depth >= 8``.
+    the crosspoint; t+5: the pop (``sel``); t+6: the crossbar register takes the popped
+    flit from its slot; t+7: the output buffer write). A credit is charged at the pop
+    and returns on the output handshake, so one output runs at line rate with
+    ``out_depth >= 5``; one input to one output at line rate needs ``depth >= 8``.
 
     ``pipeline=True``: handshake in t → ``o_port`` valid in t+12 (input register; VOQ
     write in t+1; requests in t+2; grant in t+3; accept = match in t+4; read address
@@ -626,10 +626,11 @@ class Switch(wiring.Component):
         (docs/switch.md, "Crosspoint-buffered variant").
 
         Output o in cycle t: ``sel`` (registered, one-hot) names the crosspoint whose
-        head leaves now (its ``i_pop``); the crossbar register takes that head. The
-        arbiter reads only this output's own state: per crosspoint, the row's writes
-        registered here (a cycle after the crosspoint sees them), a count of its flits
-        with ">= 1" and ">= 2" as registers, and a LUT-RAM queue of the flits' lock bits.
+        head leaves now (its ``i_pop``); the crossbar register takes that flit in t+1,
+        from the slot it left. The arbiter reads only this output's own registers: per
+        crosspoint, the row's writes registered here (a cycle after the crosspoint sees
+        them), a count of its flits with ">= 1" and ">= 2", and the lock bits of its front
+        flit (the ones behind it wait in a LUT-RAM queue read one ahead).
         It picks ``sel`` for t+1 from the crosspoints that will still hold a flit, if an
         output-buffer credit is left after this cycle's transfer, and by the lock as it
         stands after this cycle's transfer: a UNICAST flit that is not ``last`` keeps the
@@ -662,9 +663,10 @@ class Switch(wiring.Component):
             hop = Signal(N, name=f"head_open{o}")
             g1s = Signal(N, name=f"seen_ge1_{o}")
             g2s = Signal(N, name=f"seen_ge2_{o}")
-            # A copy of ``sel`` for the crossbar's AND-OR, so that the arbiter's own
-            # register stays with the arbiter; it has no reset (the crossbar register is
-            # only read with ``sel_any``), which keeps Yosys from merging the two.
+            # The crossbar's select: ``sel`` a cycle late, a register beside the
+            # crossbar. It has no reset (the crossbar register is only read with
+            # ``sel_xbar_any``), which keeps Yosys from merging it with the crosspoints'
+            # own copies of their pop (``Crosspoint.i_pop`` is registered there).
             sel_x = Signal(N, reset_less=True, name=f"sel_xbar{o}")
             for i in rng:
                 m.d.comb += col[i].i_pop.eq(sel[i])
@@ -729,7 +731,7 @@ class Switch(wiring.Component):
                                    Mux(closes | ~lock_v, rr, lock_k & avail)))
             m.d.sync += sel.eq(nxt & cok.replicate(N))
             # the crossbar register takes the flit a cycle after its pop, from the slot
-            # it leaves: its select is ``sel`` a cycle late, a register copy
+            # it left (``Crosspoint.o_popped``)
             sel_x_any = Signal(name=f"sel_xbar_any{o}")
             m.d.sync += [sel_x.eq(sel), sel_x_any.eq(sel_any)]
             with m.If(cok & ~opens & (closes | ~lock_v) & rr.any()):
