@@ -209,12 +209,17 @@ class PcsRx(wiring.Component):
         # (a table lookup by the am_id register, off the path) instead of recognising the
         # marker and comparing ids (a 20-way priority encoder after the delay-line read);
         # the same function, since the table values differ
-        expected = Array([Const(m0 | m1 << 8 | m2 << 16, 24) for m0, m1, m2 in MARKERS_100G])
+        # (a chain of Muxes, not an Array: an Array index is a Verilog ``always @*`` case,
+        # which Icarus does not evaluate at time 0, so a lane id that never leaves its
+        # reset value 0 left the expected value X in simulation)
         row_ok = []
         for p in range(n):
             rb = row_sig[p]
             exp = Signal(24, name=f"row_expect{p}")
-            m.d.comb += exp.eq(expected[am_id[p]])
+            table = Const(0, 24)
+            for k, (m0, m1, m2) in reversed(list(enumerate(MARKERS_100G))):
+                table = Mux(eq(am_id[p], k), Const(m0 | m1 << 8 | m2 << 16, 24), table)
+            m.d.comb += exp.eq(table)
             row_ok.append((rb[0:2] == SYNC_CTRL) & (rb[34:58] == ~rb[2:26]) & (rb[2:26] == exp))
         logical = []
         for j in range(n):
