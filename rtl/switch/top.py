@@ -429,26 +429,10 @@ class Switch(wiring.Component):
             m.d.comb += h.eq(Mux(hsel, e[1], e[0]))
         d_dest, d_group, d_kind = h_drops[0], h_drops[1], h_drops[2]
         drop = h_drops.any()
+        write = h_valid & ~drop & (h_pick & q.o_notfull).any()
         take = Signal(name=f"in_take{r}")       # the head leaves this cycle
-        xbuf = isinstance(q, CrosspointRow)
-        if xbuf:
-            # The crosspoint switch's timing: each entry works out its own write and
-            # departure from its own registers, without the head multiplexer on the way
-            # (the same values).
-            e_write = [Signal(name=f"in_write{r}_{k}") for k in (0, 1)]
-            e_take = [Signal(name=f"in_take{r}_{k}") for k in (0, 1)]
-            for k in (0, 1):
-                head = e_valid[k] & (hsel if k else ~hsel)
-                m.d.comb += [
-                    e_write[k].eq(head & ~e_drops[k].any()
-                                  & (e_pick[k] & q.o_notfull).any()),
-                    e_take[k].eq(head & (e_drops[k].any() | (e_write[k] & e_last[k])))]
-            write = e_write[0] | e_write[1]
-            m.d.comb += take.eq(e_take[0] | e_take[1])
-        else:
-            write = h_valid & ~drop & (h_pick & q.o_notfull).any()
-            m.d.comb += take.eq(h_valid & (drop | (write & h_last)))
-        m.d.comb += [q.i_wen.eq(write), q.i_wsel.eq(h_pick),
+        m.d.comb += [take.eq(h_valid & (drop | (write & h_last))),
+                     q.i_wen.eq(write), q.i_wsel.eq(h_pick),
                      q.i_wdata.eq(h_flit),
                      # packet-lock bits, seen by the allocator (the crosspoint switch:
                      # the outputs) without the flit
@@ -458,7 +442,7 @@ class Switch(wiring.Component):
         m.d.comb += rest.eq(h_rem & ~h_pick)
 
         def plan(k, targets):
-            if xbuf:
+            if isinstance(q, CrosspointRow):
                 # no carry chain (the crosspoint switch's timing; the same values)
                 low = lowest_bit_flat(targets, N)
                 last = ~(targets & ~low).any()
@@ -474,12 +458,6 @@ class Switch(wiring.Component):
                 m.d.sync += [e_valid[k].eq(1), e_flit[k].eq(flit),
                              e_drops[k].eq(route[N:N + 3])]
                 m.d.sync += plan(k, route[:N])
-            if xbuf:
-                with m.Elif(e_take[k]):
-                    m.d.sync += e_valid[k].eq(0)
-                with m.Elif(e_write[k]):
-                    m.d.sync += plan(k, e_rem[k] & ~e_pick[k])
-                continue
             with m.Elif((hsel == k) & take):
                 m.d.sync += e_valid[k].eq(0)
             with m.Elif((hsel == k) & write):
