@@ -211,9 +211,9 @@ class OutputBuffer(wiring.Component):
             m.d.sync += wptr.eq(step(wptr))
         with m.If(take):
             m.d.sync += rptr.eq(step(rptr))
-        # o_valid = "level >= 1", as a register. Written as branches, as SyncFIFO is, so
-        # that an undriven ``i_ready`` (X in a Verilog simulation) while ``o_valid`` is
-        # low leaves the level alone.
+        # o_valid = "level >= 1", as a register. Written as branches, as SyncFIFO is: the
+        # arithmetic form (level + write - take) came out X from time 0 in an Icarus run
+        # (docs/fabric.md, "Icarus note").
         with m.If(self.i_we & ~take):
             m.d.sync += [level.eq(level + 1), self.o_valid.eq(1)]
         with m.Elif(~self.i_we & take):
