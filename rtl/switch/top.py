@@ -61,7 +61,7 @@ class Switch(wiring.Component):
         ``"crosspoint"`` (a buffered crossbar: a LUT-RAM FIFO of ``depth`` flits at every
         input-output crosspoint, the pipelined variant's input stage, a round-robin
         arbiter per output and no matching; every loop is local, which is the variant
-        for FPGA clock rates; full rate needs ``out_depth >= 4`` and ``depth >= 8``).
+        for FPGA clock rates; full rate needs ``out_depth >= 5`` and ``depth >= 8``).
     out_depth : int
         Output buffer slots = credits per output (>= 2 sustains line rate).
     n_groups : int
