@@ -292,6 +292,42 @@ def parse_report(report: dict, target: str) -> dict[str, Any]:
     return out
 
 
+#: nextpnr's names for the cells it packed a register into, after the register's own name
+_PACKED = re.compile(r"_(TRELLIS_|LUT4|PFUMX|L6MUX21|CCU2C|DPR16X4|SB_).*$")
+
+
+def late_registers(report: dict, mhz: float) -> list[dict[str, Any]]:
+    """The register inputs that miss ``mhz``, from a ``--detailed-timing-report``: each
+    endpoint's latest arrival (ns after the clock edge) against the period, grouped by
+    register (nextpnr's packing suffixes cut off, bit numbers as ``#``) and input
+    (DI, CE, LSR, M; a LUT RAM's WD, WAD, WRE). Latest first: ``{"register", "input",
+    "count", "worst_ns", "example", "driver"}``. A report without arrival times (a run
+    saved before the flow asked for them) is a SynthError naming the fix (``--force``)."""
+    if not isinstance(mhz, (int, float)) or not mhz > 0:
+        raise SynthError(f"--late {mhz!r}: give a positive frequency in MHz")
+    nets = report.get("detailed_net_timings")
+    if nets is None:
+        raise SynthError("the saved nextpnr report has no per-register arrival times "
+                         "(run again with --force)")
+    period = 1000.0 / mhz
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for net in nets:
+        for e in net.get("endpoints", []):
+            delay = e.get("delay", 0.0)
+            t = max(delay) if isinstance(delay, list) else float(delay)
+            if t <= period:
+                continue
+            name = re.sub(r"\d+", "#", _PACKED.sub("", e.get("cell", "")))
+            g = groups.setdefault((name, e.get("port", "")), {
+                "register": name, "input": e.get("port", ""), "count": 0, "worst_ns": 0.0,
+                "example": "", "driver": ""})
+            g["count"] += 1
+            if t > g["worst_ns"]:
+                g.update(worst_ns=round(t, 3), example=e.get("cell", ""),
+                         driver=net.get("driver", ""))
+    return sorted(groups.values(), key=lambda g: -g["worst_ns"])
+
+
 _EST = re.compile(r"Max frequency for clock\s+'([^']*)':\s*([0-9.]+)\s*MHz")
 
 
@@ -383,7 +419,10 @@ def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | No
         res.status, res.note = "no-fit", nofit + "; nextpnr not run"
         return res
 
+    # (--detailed-timing-report: report.json then holds every register input's arrival
+    # time, not only the critical path's)
     cmd = pnr + [f"--{device}", "--json", f"{top}.json", "--report", "report.json",
+                 "--detailed-timing-report",
                  "--freq", f"{freq:g}", "--seed", str(seed), "--timing-allow-fail", "-q",
                  "-l", "nextpnr.log"]
     if package:

@@ -239,3 +239,49 @@ def test_flow_wasm_abort_gives_a_row(tmp_path, monkeypatch):
     msg["text"] = "yosys failed: ERROR: syntax error (log: x)"
     with pytest.raises(flow.SynthError, match="syntax error"):
         flow.synth_verilog("module big;\nendmodule\n", "big", build_dir=tmp_path)
+
+
+# --detailed-timing-report's per-net part (format of nextpnr 0.11: each endpoint's delay is
+# [earliest, latest] arrival in ns after the clock edge), trimmed from a pcs-tx run
+NETS = [
+    {"driver": "bip3_TRELLIS_FF_Q_DI_PFUMX_Z_BLUT_LUT4_Z", "port": "OFX", "net": "bip3_DI",
+     "endpoints": [{"cell": "bip3_TRELLIS_FF_Q", "port": "M", "event": "posedge clk",
+                    "delay": [3.059, 11.304]}]},
+    {"driver": "bip2_TRELLIS_FF_Q_1_DI_LUT4_Z", "port": "F", "net": "bip2_DI",
+     "endpoints": [{"cell": "bip2_TRELLIS_FF_Q_1", "port": "DI", "event": "posedge clk",
+                    "delay": [1.378, 10.49]},
+                   {"cell": "bip2_TRELLIS_FF_Q_2", "port": "DI", "event": "posedge clk",
+                    "delay": [1.2, 9.1]}]},
+    {"driver": "state_LUT4_Z", "port": "F", "net": "state_CE",
+     "endpoints": [{"cell": "state_TRELLIS_FF_Q_46", "port": "CE", "event": "posedge clk",
+                    "delay": [0.9, 7.5]}]},
+]
+
+
+def test_late_registers_groups_by_register_and_input():
+    late = flow.late_registers({**REPORT, "detailed_net_timings": NETS}, 100.0)
+    # 10 ns: bip3 (11.30) and bip2 bit 1 (10.49) miss it; bip2 bit 2 (9.1) and state do not
+    assert [(g["register"], g["input"], g["count"]) for g in late] == \
+        [("bip#", "M", 1), ("bip#", "DI", 1)]
+    assert late[0]["worst_ns"] == pytest.approx(11.304) and \
+        late[0]["driver"].startswith("bip3_")
+    late = flow.late_registers({"detailed_net_timings": NETS}, 1000 / 9.0)
+    assert [(g["register"], g["input"], g["count"]) for g in late] == \
+        [("bip#", "M", 1), ("bip#", "DI", 2)]
+    assert flow.late_registers({"detailed_net_timings": NETS}, 50.0) == []
+
+
+def test_late_registers_needs_arrival_times():
+    with pytest.raises(flow.SynthError, match="--force"):
+        flow.late_registers(REPORT, 100.0)
+    with pytest.raises(flow.SynthError, match="-5"):
+        flow.late_registers({"detailed_net_timings": NETS}, -5)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["synth", "--all", "--late", "100"], "--late needs one BLOCK"),
+    (["synth", "kit-increment", "--late", "0"], "--late 0"),
+])
+def test_cli_late_errors(capsys, argv, needle):
+    assert main(argv) == 2
+    assert needle in capsys.readouterr().err

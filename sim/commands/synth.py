@@ -38,6 +38,9 @@ def add_arguments(p):
                    help="run the tools even if this configuration's result is saved "
                         "(build/synth/<block>-<hash>-.../result.json)")
     p.add_argument("--json", metavar="FILE", help="also write the result(s) to FILE")
+    p.add_argument("--late", type=float, default=None, metavar="MHZ",
+                   help="also list the registers whose inputs miss MHZ (one BLOCK), "
+                        "grouped, latest first")
 
 
 def run(args):
@@ -49,6 +52,10 @@ def run(args):
         raise CliError("synth: give one BLOCK, --all or --report")
     if many and args.set:
         raise CliError("synth: --set needs one BLOCK")
+    if many and args.late is not None:
+        raise CliError("synth: --late needs one BLOCK")
+    if args.late is not None and not args.late > 0:
+        raise CliError(f"synth: --late {args.late:g}: give a positive frequency in MHz")
     try:
         check_tools(args.target)
     except SynthError as exc:
@@ -79,6 +86,8 @@ def run(args):
             print(f"synth {name}: {r.lut4} LUT4, {r.ff} FF, {r.bram} BRAM, {what}",
                   file=sys.stderr, flush=True)
     print(format_table(rows))
+    if args.late is not None and results:
+        _print_late(rows[0], args.late)
     from sim.synth import _root
     label = "all" if args.all else "report" if args.report else jobs[0][0]
     out = _root() / f"{label}-{args.target}.json"
@@ -91,3 +100,20 @@ def run(args):
         Path(args.json).write_text(text)
     print(f"saved {out}" + (f" and {args.json}" if args.json else ""), file=sys.stderr)
     return 1 if many and len(results) < len(jobs) else 0
+
+
+def _print_late(res, mhz: float) -> None:
+    from sim.synth import SynthError, late_registers
+    report = Path(res.build_dir) / "report.json"
+    if res.status != "ok" or not report.exists():
+        raise CliError(f"synth --late: no routed design to check ({res.status})")
+    try:
+        late = late_registers(json.loads(report.read_text()), mhz)
+    except SynthError as exc:
+        raise CliError(f"synth --late: {exc}") from None
+    total = sum(g["count"] for g in late)
+    print(f"\nregister inputs later than {1000 / mhz:.2f} ns ({mhz:g} MHz): {total}")
+    for g in late[:40]:
+        print(f"  {g['count']:6d} {g['input']:4s} {g['worst_ns']:7.2f} ns  {g['register']}")
+    if len(late) > 40:
+        print(f"  ... {len(late) - 40} more groups ({report})")
