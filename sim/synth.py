@@ -296,6 +296,14 @@ def parse_report(report: dict, target: str) -> dict[str, Any]:
 _PACKED = re.compile(r"_(TRELLIS_|LUT4|PFUMX|L6MUX21|CCU2C|DPR16X4|SB_).*$")
 
 
+def late_period_ns(mhz: float) -> float:
+    """The clock period of ``--late MHZ`` in ns; SynthError naming the value unless it is a
+    positive frequency."""
+    if isinstance(mhz, bool) or not isinstance(mhz, (int, float)) or not mhz > 0:
+        raise SynthError(f"--late {mhz!r}: give a positive frequency in MHz")
+    return 1000.0 / mhz
+
+
 def late_registers(report: dict, mhz: float) -> list[dict[str, Any]]:
     """The register inputs that miss ``mhz``, from a ``--detailed-timing-report``: each
     endpoint's latest arrival (ns after the clock edge) against the period, grouped by
@@ -303,13 +311,11 @@ def late_registers(report: dict, mhz: float) -> list[dict[str, Any]]:
     (DI, CE, LSR, M; a LUT RAM's WD, WAD, WRE). Latest first: ``{"register", "input",
     "count", "worst_ns", "example", "driver"}``. A report without arrival times (a run
     saved before the flow asked for them) is a SynthError naming the fix (``--force``)."""
-    if not isinstance(mhz, (int, float)) or not mhz > 0:
-        raise SynthError(f"--late {mhz!r}: give a positive frequency in MHz")
+    period = late_period_ns(mhz)
     nets = report.get("detailed_net_timings")
     if nets is None:
         raise SynthError("the saved nextpnr report has no per-register arrival times "
                          "(run again with --force)")
-    period = 1000.0 / mhz
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for net in nets:
         for e in net.get("endpoints", []):

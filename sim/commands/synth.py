@@ -54,8 +54,12 @@ def run(args):
         raise CliError("synth: --set needs one BLOCK")
     if many and args.late is not None:
         raise CliError("synth: --late needs one BLOCK")
-    if args.late is not None and not args.late > 0:
-        raise CliError(f"synth: --late {args.late:g}: give a positive frequency in MHz")
+    if args.late is not None:
+        from sim.synth import SynthError, late_period_ns
+        try:
+            late_period_ns(args.late)     # before the tools run, not after
+        except SynthError as exc:
+            raise CliError(f"synth: {exc}") from None
     try:
         check_tools(args.target)
     except SynthError as exc:

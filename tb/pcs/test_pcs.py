@@ -260,7 +260,8 @@ class PcsTb(TB):
         cycle by cycle, fixes it."""
         up = self.link_up_cycles()
         assert up[-1] == 1, f"link down at the end (seed {self.seed})"
-        t_up = len(up) - int(np.argmin(up[::-1] == 1)) if not up.all() else 0
+        down = np.flatnonzero(up == 0)
+        t_up = int(down[-1]) + 1 if down.size else 0      # the last link-up
         after = sum(1 for t in range(t_up, len(self.delivered))
                     if self.delivered[t] is not None)
         capacity = (len(up) - t_up) * self.width / 66 * (self.P - 1) / self.P
