@@ -8,33 +8,42 @@ import pytest
 from amaranth.sim import Simulator
 
 from rtl.switch.top import Switch
-from sim.layouts import Kind, switch_flit
+from sim.layouts import GROUP_BITS, Kind, group_entry, switch_flit
 
 #: handshake in cycle t -> o_port valid in t + LATENCY (docs/switch.md)
-LATENCY = 8
+LATENCY = 9
 #: the smallest out_depth (output credits) and depth (crosspoint credits) that sustain
 #: one flit per cycle from one input to one output
-FULL_RATE_OUT_DEPTH = 5
+FULL_RATE_OUT_DEPTH = 7
 FULL_RATE_DEPTH = 8
 
 
-def _run(dut, sends, cycles, ready=lambda o, c: True):
-    """Drive ``sends[i]`` (lists of (dest, data, last)) into input i as fast as it is taken,
-    return (accept cycles per input, [(cycle, src, data, last)] per output)."""
+def _run(dut, sends, cycles, ready=lambda o, c: True, groups=()):
+    """Write ``groups`` ((group, members) pairs) into the group table, then drive
+    ``sends[i]`` (lists of (dest, data, last) or (dest, data, last, kind)) into input i as
+    fast as it is taken; return (accept cycles per input, [(cycle, src, data, last)] per
+    output), cycles counted from the first one after the table writes."""
     n = dut.n_ports
     flit = switch_flit(dut.data_width)
+    entry = group_entry(n)
     accepted = [[] for _ in range(n)]
     out = [[] for _ in range(n)]
 
     async def bench(ctx):
+        for g, members in groups:
+            ctx.set(dut.i_config.payload.as_value(),
+                    g | entry.pack(members=members, valid=1) << GROUP_BITS)
+            ctx.set(dut.i_config.valid, 1)
+            await ctx.tick()
+        ctx.set(dut.i_config.valid, 0)
         pos = [0] * n
         for cyc in range(cycles):
             for i in range(n):
                 port = dut.i_port[i]
                 if pos[i] < len(sends[i]):
-                    dest, data, last = sends[i][pos[i]]
+                    dest, data, last, kind = (*sends[i][pos[i]], Kind.UNICAST)[:4]
                     ctx.set(port.payload.as_value(), flit.pack(
-                        data=data, first=1, last=last, kind=Kind.UNICAST, dest=dest))
+                        data=data, first=1, last=last, kind=kind, dest=dest))
                     ctx.set(port.valid, 1)
                 else:
                     ctx.set(port.valid, 0)
@@ -96,16 +105,17 @@ def test_crosspoint_line_rate_needs_credits(depth, out_depth):
 @pytest.mark.parametrize("depth,out_depth", [(16, 8), (4, 5), (1, 2)])
 def test_crosspoint_buffering_behind_a_stopped_output(depth, out_depth):
     """Output 0 stopped: input 0 gets rid of out_depth (output buffer) + depth (crosspoint
-    RAM) + 2 (crosspoint head slots) + 2 (input stage) flits, then stalls; input 1 still reaches
-    output 1; released, output 0 delivers everything in order."""
+    RAM) + 2 (input stage) flits, then stalls; input 1 still reaches output 1; released,
+    output 0 delivers everything in order."""
     dut = _switch(depth=depth, out_depth=out_depth)
     hold = 120
     flits = [(0, k, 1) for k in range(40)]
-    acc, out = _run(dut, [flits, [(1, k, 1) for k in range(20)], [], []], 400,
+    # (12 flits: at depth 1 a crosspoint passes one flit per credit round trip, 6 cycles)
+    acc, out = _run(dut, [flits, [(1, k, 1) for k in range(12)], [], []], 400,
                     ready=lambda o, c: o != 0 or c >= hold)
-    cap = out_depth + depth + 2 + 2
+    cap = out_depth + depth + 2
     assert sum(c < hold for c in acc[0]) == cap
-    assert len(out[1]) == 20 and out[1][-1][0] < hold
+    assert len(out[1]) == 12 and out[1][-1][0] < hold
     assert [d for _, _, d, _ in out[0]] == list(range(40))
 
 
@@ -123,3 +133,26 @@ def test_crosspoint_round_robin_all_to_one():
         assert sorted(srcs[w:w + 4]) == [0, 1, 2, 3], f"window {w}: {srcs[w:w + 4]}"
     for i in range(4):
         assert [d & 0xFF for _, s, d, _ in got if s == i] == list(range(30))
+
+
+def test_crosspoint_multicast_written_at_once():
+    """A multicast flit is written into all its members' crosspoints in one cycle: input 0
+    streams 30 flits to a group of three outputs at one flit per cycle. With one member
+    stopped, input 0 stalls once that member's output buffer and crosspoint are full and
+    its two entries hold the next flits (out_depth + depth + 2 flits taken), and the other
+    members have received exactly the out_depth + depth flits the stopped one holds, none
+    of the two waiting; released, every member gets all 30 in order."""
+    flits = [(0, k, 1, Kind.MULTICAST) for k in range(30)]
+    acc, out = _run(_switch(), [flits, [], [], []], 120, groups=[(0, 0b1110)])
+    assert acc[0] == list(range(acc[0][0], acc[0][0] + 30))
+    for o in (1, 2, 3):
+        assert [(s, d) for _, s, d, _ in out[o]] == [(0, k) for k in range(30)]
+    depth, out_depth, hold = 4, 5, 80
+    acc, out = _run(_switch(depth=depth, out_depth=out_depth), [flits, [], [], []], 200,
+                    ready=lambda o, c: o != 3 or c >= hold, groups=[(0, 0b1110)])
+    cap = out_depth + depth + 2
+    assert sum(c < hold for c in acc[0]) == cap
+    for o in (1, 2):
+        assert [d for c, _, d, _ in out[o] if c < hold] == list(range(out_depth + depth))
+    for o in (1, 2, 3):
+        assert [d for _, _, d, _ in out[o]] == list(range(30))

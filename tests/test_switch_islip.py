@@ -117,26 +117,3 @@ def test_round_robin_index_matches_reference(n):
     sim = Simulator(m)
     sim.add_testbench(bench)
     sim.run()
-
-
-@pytest.mark.parametrize("n", [1, 3, 8])
-def test_lowest_bit_flat_is_the_lowest_set_bit(n):
-    """The carry-free lowest set bit (the crosspoint switch's ingress) against Python's
-    ``x & -x`` on every ``n``-bit value."""
-    from amaranth import Module, Signal
-
-    from rtl.switch.islip import lowest_bit_flat
-
-    m = Module()
-    x = Signal(n)
-    y = Signal(n)
-    m.d.comb += y.eq(lowest_bit_flat(x, n))
-
-    async def bench(ctx):
-        for v in range(1 << n):
-            ctx.set(x, v)
-            assert ctx.get(y) == v & -v, f"n={n} x={v:#x}: {ctx.get(y):#x}"
-
-    sim = Simulator(m)
-    sim.add_testbench(bench)
-    sim.run()

@@ -38,17 +38,18 @@ class CrosspointRow(wiring.Component):
 
     Members
     -------
-    i_wen, i_wsel, i_wdata, i_wmeta : In
-        Write one flit into the crosspoint of the one-hot column ``i_wsel`` (allowed only
+    i_we, i_wdata, i_wmeta : In
+        Write one flit into every crosspoint of the column mask ``i_we`` (allowed only
         where ``o_notfull`` is set); ``i_wmeta`` = its lock bits (UNICAST, not ``last``),
         passed on to the outputs.
     o_notfull : Out(n_ports)
         Registers: the crosspoint has a free RAM slot for a write in this cycle.
     o_we, o_wdata, o_wmeta : Out
-        The write, registered (one cycle after ``i_wen``), to the crosspoints (and the
-        write bit and lock bits to the outputs' own views).
+        The write, registered (one cycle after ``i_we``), to the crosspoints (and the
+        write bits and lock bits to the outputs' own views).
     i_freed : In(n_ports)
-        A crosspoint moved a flit out of its RAM (one credit back), from its register.
+        A crosspoint's RAM slot became free (one credit back), from its register; the row
+        registers it before use, so the credit counts a cycle later.
     """
 
     def __init__(self, n_ports: int, width: int, depth: int):
@@ -56,7 +57,7 @@ class CrosspointRow(wiring.Component):
         self.width = width
         self.depth = depth
         super().__init__({
-            "i_wen": In(1), "i_wsel": In(n_ports), "i_wdata": In(width), "i_wmeta": In(2),
+            "i_we": In(n_ports), "i_wdata": In(width), "i_wmeta": In(2),
             "o_notfull": Out(n_ports, init=(1 << n_ports) - 1),
             "o_we": Out(n_ports), "o_wdata": Out(width), "o_wmeta": Out(2),
             "i_freed": In(n_ports),
@@ -64,49 +65,50 @@ class CrosspointRow(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        back = Signal(self.n_ports, name="freed_r")
+        m.d.sync += back.eq(self.i_freed)
         for o in range(self.n_ports):
-            free = Signal(range(self.depth + 1), init=self.depth, name=f"free{o}")
-            w = Signal(name=f"w{o}")
-            back = self.i_freed[o]
+            # ``lag`` = the free slots before last cycle's write is taken off: it takes
+            # the write from its register (``o_we``), so its carry chain starts at
+            # registers; the free slots now are ``lag - o_we``.
+            lag = Signal(range(self.depth + 1), init=self.depth, name=f"free_lag{o}")
+            ge2 = Signal(name=f"free_ge2_{o}")
             nf = self.o_notfull[o]
-            m.d.comb += w.eq(self.i_wen & self.i_wsel[o])
-            # free >= 1 next cycle, without the subtraction on the path from the write:
-            # a credit back always leaves one; otherwise free >= 2, or >= 1 and no write
-            m.d.sync += [free.eq(free - w + back),
-                         nf.eq(back | (free >= 2) | (nf & ~w))]
-        m.d.sync += [self.o_we.eq(self.i_wsel & self.i_wen.replicate(self.n_ports)),
-                     self.o_wdata.eq(self.i_wdata), self.o_wmeta.eq(self.i_wmeta)]
+            m.d.comb += ge2.eq(Mux(self.o_we[o], lag >= 3, lag >= 2))
+            # free >= 1 next cycle: a credit back always leaves one; otherwise free >= 2,
+            # or >= 1 and no write now
+            m.d.sync += [lag.eq(lag - self.o_we[o] + back[o]),
+                         nf.eq(back[o] | ge2 | (nf & ~self.i_we[o]))]
+        m.d.sync += [self.o_we.eq(self.i_we), self.o_wdata.eq(self.i_wdata),
+                     self.o_wmeta.eq(self.i_wmeta)]
         return m
 
 
 class Crosspoint(wiring.Component):
     """One crosspoint buffer: ``depth`` flits of LUT RAM (synchronous write, asynchronous
-    read) in front of two head slots, read by its output.
+    read) between a write register and a read register, read by its output.
 
-    The output's pop reaches the crosspoint through a register here, so the wire from the
-    output's arbiter starts and ends at a register; the crosspoint learns of a pop one
-    cycle late, and the output's crossbar register takes the popped flit then, from the
-    slot it left (``o_popped``: the slot chosen by a register, one LUT). The second slot
-    covers that cycle: the slot popped in cycle t is read in t+1 and refilled from the RAM
-    at the end of t+1, in time for a pop in t+2, while a pop in t+1 takes the other slot.
+    Every wire to and from the crosspoint ends at one of its registers: the row's write
+    (``i_we``, ``i_wdata``) is registered here before the RAM write, the output's pop
+    (``i_pop``) is registered here (``popped``), and the flit read at the read pointer
+    after a pop is registered here (``o_popped``, all zero in other cycles, so the
+    output's crossbar is an OR of its column).
 
     Members
     -------
     i_we, i_wdata : In
         Write (from the row's register); the row's credits guarantee a free RAM slot.
     i_pop : In(1)
-        The oldest flit leaves in this cycle (only while it is in a slot), from the
-        output's ``sel`` register.
+        The oldest flit leaves in this cycle, from the output's ``sel`` register.
     o_popped : Out
-        The flit popped in the last cycle (from registers, one LUT).
+        Register: the flit popped two cycles ago; zero if there was no pop then.
     o_freed : Out(1)
-        Register: a flit moved from the RAM to a slot last cycle (a credit for the row).
+        Register: a flit was popped last cycle and is read now (a credit for the row: its
+        slot is not written before the next cycle).
 
-    Timing: a flit written in cycle t (``i_we``) is in the RAM in t+1 and in a slot in t+2
-    if a slot was free in t+1 (empty, or popped in t or before). The output never pops an
-    empty slot: it counts the row's writes a cycle after the crosspoint does and pops
-    flit k no earlier than a cycle after flit k-1 (``Switch._crosspoint``), so flit k-2's
-    slot is free by then.
+    Timing: a flit written in cycle t (``i_we``) is in the RAM from t+2. The output never
+    pops it before t+4: it counts the row's writes a cycle after the row's register
+    (``Switch._crosspoint``).
     """
 
     def __init__(self, layout, depth: int):
@@ -120,43 +122,23 @@ class Crosspoint(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.ram = ram = memory.Memory(shape=self.layout, depth=self.depth, init=[])
+        m.submodules.ram = ram = memory.Memory(shape=self.layout.size, depth=self.depth,
+                                               init=[])
         wr = ram.write_port()
         rd = ram.read_port(domain="comb")
         wptr = Signal(range(self.depth))
         rptr = Signal(range(self.depth))
-        count = Signal(range(self.depth + 1))     # flits in the RAM
-        nonempty = Signal()                       # count != 0, as a register
-        m.d.comb += [wr.addr.eq(wptr), wr.en.eq(self.i_we), wr.data.eq(self.i_wdata),
-                     rd.addr.eq(rptr)]
-        with m.If(self.i_we):
-            m.d.sync += wptr.eq(wptr + 1)
-        slot = [Signal(self.layout.size, name=f"slot{k}") for k in (0, 1)]
-        full = Signal(2)                          # the slot holds a flit not yet popped
+        we = Signal()
+        wdata = Signal(self.layout.size)
         popped = Signal()                         # the output popped in the last cycle
-        older = Signal()                          # the head slot before that pop
-        fill_at = Signal()                        # the slot the next flit goes to
-        m.d.sync += popped.eq(self.i_pop)
-        # the slot popped last cycle: refilled at the end of this one, read by the
-        # output's crossbar register now
-        m.d.comb += self.o_popped.eq(Mux(older, slot[1], slot[0]))
-        m.d.sync += older.eq(older ^ popped)
-        free = Signal(2)
-        for k in (0, 1):
-            m.d.comb += free[k].eq(~full[k] | (popped & (older == k)))
-        refill = Signal()
-        m.d.comb += refill.eq(nonempty & Mux(fill_at, free[1], free[0]))
-        for k in (0, 1):
-            with m.If(refill & (fill_at == k)):
-                m.d.sync += [slot[k].eq(rd.data), full[k].eq(1)]
-            with m.Elif(popped & (older == k)):
-                m.d.sync += full[k].eq(0)
-        with m.If(refill):
-            m.d.sync += [fill_at.eq(~fill_at), rptr.eq(rptr + 1)]
-        # the same next-state rule as the row's credits
-        m.d.sync += [count.eq(count + self.i_we - refill),
-                     nonempty.eq(self.i_we | (count >= 2) | (nonempty & ~refill)),
-                     self.o_freed.eq(refill)]
+        m.d.sync += [we.eq(self.i_we), wdata.eq(self.i_wdata), popped.eq(self.i_pop),
+                     self.o_popped.eq(Mux(popped, rd.data, 0))]
+        m.d.comb += [wr.addr.eq(wptr), wr.en.eq(we), wr.data.eq(wdata),
+                     rd.addr.eq(rptr), self.o_freed.eq(popped)]
+        with m.If(we):
+            m.d.sync += wptr.eq(wptr + 1)
+        with m.If(popped):
+            m.d.sync += rptr.eq(rptr + 1)
         return m
 
 

@@ -22,12 +22,6 @@ def lowest_bit(x, width: int):
     return x & (~x + 1)[:width]
 
 
-def lowest_bit_flat(x, width: int):
-    """:func:`lowest_bit` without a carry chain: bit ``j`` is ``x[j]`` and no lower bit
-    (a ``j + 1``-input AND per bit, which the LUT mapper can merge with what feeds it)."""
-    return Cat(x[j] & ~x[:j].any() if j else x[0] for j in range(width))
-
-
 def round_robin_pick(req, mask, n: int):
     """One-hot first set bit of ``req`` at or after the pointer whose thermometer mask
     (bits >= pointer set) is ``mask``; wraps around to bit 0."""

@@ -12,8 +12,8 @@ from rtl.reduce.unit import ReductionUnit, result_layout
 from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 
 from .group_table import GroupTable, config_layout
-from .islip import (ISLIPAllocator, lowest_bit, lowest_bit_flat, max_iterations,
-                    next_pointer, round_robin_index)
+from .islip import (ISLIPAllocator, lowest_bit, max_iterations, next_pointer,
+                    round_robin_index)
 from .crosspoint import Crosspoint, CrosspointRow, OutputBuffer
 from .voq import InputQueue, PipelinedQueue, onehot_index
 
@@ -59,9 +59,10 @@ class Switch(wiring.Component):
     mode : str
         ``"voq"`` (virtual output queues), ``"fifo"`` (head-of-line blocking baseline) or
         ``"crosspoint"`` (a buffered crossbar: a LUT-RAM FIFO of ``depth`` flits at every
-        input-output crosspoint, the pipelined variant's input stage, a round-robin
-        arbiter per output and no matching; every loop is local, which is the variant
-        for FPGA clock rates; full rate needs ``out_depth >= 5`` and ``depth >= 8``).
+        input-output crosspoint, a two-entry input stage that writes a multicast flit
+        to all its members at once, a round-robin arbiter per output and no matching;
+        every loop is local, which is the variant for FPGA clock rates; full rate needs
+        ``out_depth >= 7`` and ``depth >= 8``).
     out_depth : int
         Output buffer slots = credits per output (>= 2 sustains line rate).
     n_groups : int
@@ -98,16 +99,20 @@ class Switch(wiring.Component):
     Input handshake in cycle t → ``o_port`` valid in t+2 without contention (VOQ write,
     then request/grant/transfer, then the output buffer). One flit per cycle per input and
     per output; a multicast flit to k members is accepted after k cycles (one copy per
-    cycle). iSLIP after McKeown, IEEE/ACM ToN 7(2) 1999. Reset empties all queues,
-    fills the credits, clears pointers, the group table and the counters.
+    cycle; in crosspoint mode all k copies in one cycle). iSLIP after McKeown, IEEE/ACM
+    ToN 7(2) 1999. Reset empties all queues, fills the credits, clears pointers, the
+    group table and the counters.
 
-    ``mode="crosspoint"``: handshake in t → ``o_port`` valid in t+8 (t+1: the input
-    stage writes the row register; t+2: the crosspoint RAM write, and the output
-    registers the write; t+3: the output counts it; t+4: the output's arbiter selects
-    the crosspoint; t+5: the pop (``sel``); t+6: the crossbar register takes the popped
-    flit from its slot; t+7: the output buffer write). A credit is charged at the pop
-    and returns on the output handshake, so one output runs at line rate with
-    ``out_depth >= 5``; one input to one output at line rate needs ``depth >= 8``.
+    ``mode="crosspoint"``: handshake in t → ``o_port`` valid in t+9 (t+1: the input
+    stage writes the flit into every crosspoint of its target mask at once, through the
+    row's write register; t+2: the crosspoints register the write, and the output
+    registers the write bit; t+3: the crosspoint RAM write, and the output counts it;
+    t+4: the output's arbiter selects the crosspoint; t+5: the pop (``sel``); t+6: the
+    crosspoint registers the pop and reads its RAM into its read register; t+7: the
+    crossbar register (an OR of the column's read registers); t+8: the output buffer
+    write). A credit is charged at the pop and returns on the output handshake, so one
+    output runs at line rate with ``out_depth >= 7``; one input to one output at line
+    rate needs ``depth >= 8``.
 
     ``pipeline=True``: handshake in t → ``o_port`` valid in t+12 (input register; VOQ
     write in t+1; requests in t+2; grant in t+3; accept = match in t+4; read address
@@ -292,7 +297,11 @@ class Switch(wiring.Component):
             drop = Signal(name=f"drop{r}")
             m.d.comb += drop.eq(drop_dest | drop_group | drop_kind)
 
-            if self.pipeline or xbuf:
+            if xbuf:
+                self._crosspoint_ingress(m, r, q, port, valid, flit, target,
+                                         Cat(drop_dest, drop_group, drop_kind))
+                continue
+            if self.pipeline:
                 self._pipelined_ingress(m, r, q, port, valid, flit,
                                         Cat(target, drop_dest, drop_group, drop_kind))
                 continue
@@ -427,7 +436,6 @@ class Switch(wiring.Component):
         for h, e in ((h_valid, e_valid), (h_flit, e_flit), (h_drops, e_drops),
                      (h_rem, e_rem), (h_pick, e_pick), (h_last, e_last)):
             m.d.comb += h.eq(Mux(hsel, e[1], e[0]))
-        d_dest, d_group, d_kind = h_drops[0], h_drops[1], h_drops[2]
         drop = h_drops.any()
         write = h_valid & ~drop & (h_pick & q.o_notfull).any()
         take = Signal(name=f"in_take{r}")       # the head leaves this cycle
@@ -442,13 +450,8 @@ class Switch(wiring.Component):
         m.d.comb += rest.eq(h_rem & ~h_pick)
 
         def plan(k, targets):
-            if isinstance(q, CrosspointRow):
-                # no carry chain (the crosspoint switch's timing; the same values)
-                low = lowest_bit_flat(targets, N)
-                last = ~(targets & ~low).any()
-            else:
-                low = lowest_bit(targets, N)
-                last = targets == low
+            low = lowest_bit(targets, N)
+            last = targets == low
             return [e_rem[k].eq(targets), e_pick[k].eq(low), e_last[k].eq(last)]
 
         enq = valid & port.ready
@@ -464,12 +467,17 @@ class Switch(wiring.Component):
                 m.d.sync += plan(k, rest)
         with m.If(take):
             m.d.sync += hsel.eq(~hsel)
-        # counters, one cycle late (their carry chains start at a register)
+        self._ingress_counters(m, r, take, h_drops, valid & ~port.ready)
+
+    def _ingress_counters(self, m, r, take, drops, stall):
+        """Row ``r``'s ingress counters, one cycle late (their carry chains start at a
+        register): ``take`` = the head flit leaves (written or dropped), ``drops`` its
+        three drop causes, ``stall`` = a flit offered and not taken."""
+        n = self.n_ports
         took = Signal(name=f"in_took{r}")
         took_route = Signal(3, name=f"in_took_drops{r}")
         stalled = Signal(name=f"in_stalled{r}")
-        m.d.sync += [took.eq(take), took_route.eq(Cat(d_dest, d_group, d_kind)),
-                     stalled.eq(valid & ~port.ready)]
+        m.d.sync += [took.eq(take), took_route.eq(drops), stalled.eq(stall)]
         st = self.o_stats[r] if r < n else self.o_unit_stats[r - n]
         with m.If(took):
             if r < n:
@@ -482,6 +490,66 @@ class Switch(wiring.Component):
         if r < n:
             with m.If(stalled):
                 m.d.sync += st.in_stalls.eq(st.in_stalls + 1)
+
+    def _crosspoint_ingress(self, m, r, q, port, valid, flit, target, drops):
+        """``mode="crosspoint"`` ingress of row ``r``: the routed flit (``target`` mask and
+        the three ``drops`` causes) is registered in one of two entries; the older entry
+        (the head) leaves in one cycle, written at once into every crosspoint of its
+        target mask when each of them has a free slot (a multicast flit is not split
+        into copies), or dropped.
+
+        The head's control works from registers of its own: whether it leaves is the
+        target mask against the row's ``o_notfull`` registers (a few LUTs), and
+        ``port.ready``, the entry a new flit goes to and the data path's head select are
+        register copies of functions of the entries' valid bits and the head, computed
+        from their next state. The flit registers load on the input handshake alone,
+        and the row's write register takes the head flit in every cycle."""
+        N = q.n_ports
+        layout = self.flit.layout()
+        e_valid = [Signal(name=f"in_valid{r}_{k}") for k in (0, 1)]
+        e_flit = [Signal(layout, name=f"in_flit{r}_{k}") for k in (0, 1)]
+        e_drops = [Signal(3, name=f"in_drops{r}_{k}") for k in (0, 1)]
+        e_drop = [Signal(name=f"in_drop{r}_{k}") for k in (0, 1)]
+        e_target = [Signal(N, name=f"in_target{r}_{k}") for k in (0, 1)]
+        hsel = Signal(name=f"in_head{r}")               # the entry holding the head
+        # register copies (see the docstring); the head select of the data path is kept
+        # inverted, so that Yosys does not merge it with ``hsel``
+        ready = Signal(init=1, name=f"in_ready{r}")
+        fill = Signal(name=f"in_fill{r}")
+        hsel_dn = Signal(init=1, name=f"in_head_data_n{r}")
+        # per entry: would it leave now if it were the head, and the columns it writes
+        fits = [~(e_target[k] & ~q.o_notfull).any() for k in (0, 1)]
+        leave = [e_valid[k] & (e_drop[k] | fits[k]) for k in (0, 1)]
+        wcols = [e_target[k] & (e_valid[k] & ~e_drop[k] & fits[k]).replicate(N)
+                 for k in (0, 1)]
+        take = Signal(name=f"in_take{r}")               # the head leaves this cycle
+        h_flit = Signal(layout, name=f"in_head_flit{r}")
+        h_drops = Signal(3, name=f"in_head_drops{r}")
+        m.d.comb += [take.eq(Mux(hsel, leave[1], leave[0])),
+                     q.i_we.eq(Mux(hsel, wcols[1], wcols[0])),
+                     h_flit.eq(Mux(hsel_dn, e_flit[0], e_flit[1])),
+                     h_drops.eq(Mux(hsel, e_drops[1], e_drops[0])),
+                     q.i_wdata.eq(h_flit),
+                     # packet-lock bits, seen by the outputs without the flit
+                     q.i_wmeta.eq(Cat(h_flit.kind == Kind.UNICAST, ~h_flit.last)),
+                     port.ready.eq(ready)]
+        enq = valid & ready
+        v_next = [Signal(name=f"in_valid_next{r}_{k}") for k in (0, 1)]
+        h_next = Signal(name=f"in_head_next{r}")
+        for k in (0, 1):
+            m.d.comb += v_next[k].eq(Mux(enq & (fill == k), 1,
+                                         Mux((hsel == k) & take, 0, e_valid[k])))
+        m.d.comb += h_next.eq(hsel ^ take)
+        m.d.sync += [e_valid[0].eq(v_next[0]), e_valid[1].eq(v_next[1]),
+                     hsel.eq(h_next), hsel_dn.eq(~h_next),
+                     ready.eq(~(v_next[0] & v_next[1])),
+                     # a new flit goes to the head entry if it is empty, else the other
+                     fill.eq(Mux(Mux(h_next, v_next[1], v_next[0]), ~h_next, h_next))]
+        for k in (0, 1):
+            with m.If(enq & (fill == k)):
+                m.d.sync += [e_flit[k].eq(flit), e_target[k].eq(target),
+                             e_drops[k].eq(drops), e_drop[k].eq(drops.any())]
+        self._ingress_counters(m, r, take, h_drops, valid & ~ready)
 
     def _pipelined(self, m, queues, units, credit, lock_v, lock_in):
         """``pipeline=True``: a one-round iSLIP split over two cycles (grant, then accept)
@@ -626,11 +694,12 @@ class Switch(wiring.Component):
         (docs/switch.md, "Crosspoint-buffered variant").
 
         Output o in cycle t: ``sel`` (registered, one-hot) names the crosspoint whose
-        head leaves now (its ``i_pop``); the crossbar register takes that flit in t+1,
-        from the slot it left. The arbiter reads only this output's own registers: per
-        crosspoint, the row's writes registered here (a cycle after the crosspoint sees
-        them), a count of its flits with ">= 1" and ">= 2", and the lock bits of its front
-        flit (the ones behind it wait in a LUT-RAM queue read one ahead).
+        head leaves now (its ``i_pop``); the crosspoint reads it in t+1 into its read
+        register, and the crossbar register takes it in t+2 (an OR of the column). The
+        arbiter reads only this output's own registers: per crosspoint, the row's writes
+        registered here (in the cycle the crosspoint registers them), a count of its
+        flits with ">= 1" and ">= 2", and the lock bits of its front flit (the ones behind
+        it wait in a LUT-RAM queue read one ahead).
         It picks ``sel`` for t+1 from the crosspoints that will still hold a flit, if an
         output-buffer credit is left after this cycle's transfer, and by the lock as it
         stands after this cycle's transfer: a UNICAST flit that is not ``last`` keeps the
@@ -663,16 +732,12 @@ class Switch(wiring.Component):
             hop = Signal(N, name=f"head_open{o}")
             g1s = Signal(N, name=f"seen_ge1_{o}")
             g2s = Signal(N, name=f"seen_ge2_{o}")
-            # The crossbar's select: ``sel`` a cycle late, a register beside the
-            # crossbar. It has no reset (the crossbar register is only read with
-            # ``sel_xbar_any``), which keeps Yosys from merging it with the crosspoints'
-            # own copies of their pop (``Crosspoint.i_pop`` is registered there).
-            sel_x = Signal(N, reset_less=True, name=f"sel_xbar{o}")
             for i in rng:
                 m.d.comb += col[i].i_pop.eq(sel[i])
                 # The output's own view of crosspoint (i, o): the row's write (and the
-                # flit's lock bits) registered here, a cycle after the crosspoint sees
-                # it, so everything the arbiter reads is a register of this output.
+                # flit's lock bits) registered here, as the crosspoint registers it
+                # before its RAM write, so everything the arbiter reads is a register
+                # of this output.
                 we = Signal(name=f"seen_we{i}_{o}")
                 wm = Signal(2, name=f"seen_meta{i}_{o}")
                 m.d.sync += [we.eq(rows[i].o_we[o]), wm.eq(rows[i].o_wmeta)]
@@ -730,17 +795,38 @@ class Switch(wiring.Component):
             m.d.comb += nxt.eq(Mux(opens, sel & g2s,
                                    Mux(closes | ~lock_v, rr, lock_k & avail)))
             m.d.sync += sel.eq(nxt & cok.replicate(N))
-            # the crossbar register takes the flit a cycle after its pop, from the slot
-            # it left (``Crosspoint.o_popped``)
-            sel_x_any = Signal(name=f"sel_xbar_any{o}")
-            m.d.sync += [sel_x.eq(sel), sel_x_any.eq(sel_any)]
             with m.If(cok & ~opens & (closes | ~lock_v) & rr.any()):
                 m.d.sync += ptr.eq(next_pointer(rr, N))
-            port, hs = self._crossbar_output(m, o, units, [c.o_popped for c in col], sel_x,
-                                             sel_x_any)
-            cnext = Signal.like(credit[o], name=f"credit_next{o}")
-            m.d.comb += cnext.eq(credit[o] - sel_any + hs)
-            m.d.sync += [credit[o].eq(cnext), c1.eq(cnext >= 1), c2.eq(cnext >= 2)]
+            # the crossbar register takes the flit two cycles after its pop: the
+            # crosspoint registers the pop, then the flit it read (``o_popped``, zero
+            # without a pop), so the crossbar is an OR of the column
+            popped_any = Signal(name=f"popped_any{o}")
+            xbar_any = Signal(name=f"xbar_any{o}")
+            m.d.sync += [popped_any.eq(sel_any), xbar_any.eq(popped_any)]
+            port, hs = self._crossbar_output(m, o, units, [c.o_popped for c in col], None,
+                                             xbar_any)
+            # Credits: ``lag`` takes the charge (``sel_any``) and the return (the output
+            # handshake) from registers a cycle late, so its carry chain starts at
+            # registers; the credits now are ``lag - charged + returned``. ``c1``/``c2``
+            # for the next cycle leave out this cycle's return (it counts a cycle later)
+            # and pick among compares of ``lag`` by the three one-bit corrections.
+            lag = Signal(range(self.out_depth + 1), init=self.out_depth,
+                         name=f"credit_lag{o}")
+            charged = Signal(name=f"credit_charged{o}")
+            returned = Signal(name=f"credit_returned{o}")
+            m.d.sync += [lag.eq(lag - charged + returned), charged.eq(sel_any),
+                         returned.eq(hs)]
+            m.d.comb += credit[o].eq(lag - charged + returned)
+            ge = [Const(1)] + [lag >= k for k in range(1, 5)]
+
+            def at_least(c):
+                # lag - charged + returned - sel_any >= c
+                return Mux(returned,
+                           Mux(charged, Mux(sel_any, ge[c + 1], ge[c]),
+                               Mux(sel_any, ge[c], ge[c - 1])),
+                           Mux(charged, Mux(sel_any, ge[c + 2], ge[c + 1]),
+                               Mux(sel_any, ge[c + 1], ge[c])))
+            m.d.sync += [c1.eq(at_least(1)), c2.eq(at_least(2))]
             self._output_counters(m, o, port, hs, credit)
 
     def _crossbar_output(self, m, o, units, heads, sel, sel_any):
@@ -754,7 +840,8 @@ class Switch(wiring.Component):
         moved_v = Signal(name=f"xbar_valid{o}")
         acc = Const(0, fw)
         for i, head in enumerate(heads):
-            acc = acc | (head & sel[i].replicate(fw))
+            # (crosspoint: ``sel`` is None, the heads are zero unless popped)
+            acc = acc | (head if sel is None else head & sel[i].replicate(fw))
         m.d.sync += [moved.eq(acc), moved_v.eq(sel_any)]
         if self.mode == "crosspoint":
             # the credits guarantee space: no "not full" gate on the write (the same
