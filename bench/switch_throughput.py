@@ -83,7 +83,7 @@ def main(argv=None) -> int:
                          "(default 16: one LUT-RAM row, the depth of an ECP5 DPR16X4)")
     ap.add_argument("--xp-out-depth", type=int, default=8,
                     help="output buffer (credits) of the crosspoint variant (its credit "
-                         "loop is 4 cycles)")
+                         "loop is 7 cycles)")
     ap.add_argument("--allreduce-flits", type=int, default=2048,
                     help="vector length per port of the all-reduce comparison (0: skip)")
     ap.add_argument("--only-allreduce", action="store_true")
@@ -164,7 +164,7 @@ def main(argv=None) -> int:
     print()
     print("mean / max latency in cycles, arrival to output handshake "
           "(includes the source queue; minimum 3 = 1 source FIFO + 2 switch, "
-          "13 = 1 + 12 for the pipelined variant, 9 = 1 + 8 for the crosspoint variant):")
+          "13 = 1 + 12 for the pipelined variant, 10 = 1 + 9 for the crosspoint variant):")
     hdr = "  load  " + "".join(f"{lab:>26}" for lab in results)
     print(hdr)
     for k, load in enumerate(loads):
