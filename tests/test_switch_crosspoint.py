@@ -110,7 +110,7 @@ def test_crosspoint_buffering_behind_a_stopped_output(depth, out_depth):
     dut = _switch(depth=depth, out_depth=out_depth)
     hold = 120
     flits = [(0, k, 1) for k in range(40)]
-    # (12 flits: at depth 1 a crosspoint passes one flit per credit round trip, 6 cycles)
+    # (12 flits: at depth 1 a crosspoint passes one flit per credit round trip, 7 cycles)
     acc, out = _run(dut, [flits, [(1, k, 1) for k in range(12)], [], []], 400,
                     ready=lambda o, c: o != 0 or c >= hold)
     cap = out_depth + depth + 2
