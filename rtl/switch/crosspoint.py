@@ -106,9 +106,10 @@ class Crosspoint(wiring.Component):
         Register: a flit was popped last cycle and is read now (a credit for the row: its
         slot is not written before the next cycle).
 
-    Timing: a flit written in cycle t (``i_we``) is in the RAM from t+2. The output never
-    pops it before t+4: it counts the row's writes a cycle after the row's register
-    (``Switch._crosspoint``).
+    Timing: a flit written in cycle t (``i_we``) is in the RAM from t+2. The output
+    registers the same write bit in t (``Switch._crosspoint``), counts it at the end of
+    t+1 and pops it no earlier than t+3, so the crosspoint reads it in t+4 at the
+    earliest.
     """
 
     def __init__(self, layout, depth: int):

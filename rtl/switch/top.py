@@ -509,6 +509,8 @@ class Switch(wiring.Component):
         e_valid = [Signal(name=f"in_valid{r}_{k}") for k in (0, 1)]
         e_flit = [Signal(layout, name=f"in_flit{r}_{k}") for k in (0, 1)]
         e_drops = [Signal(3, name=f"in_drops{r}_{k}") for k in (0, 1)]
+        # ``e_drop`` = any of ``e_drops``, kept as its own register so that the head's
+        # departure reads one bit, not an OR of three
         e_drop = [Signal(name=f"in_drop{r}_{k}") for k in (0, 1)]
         e_target = [Signal(N, name=f"in_target{r}_{k}") for k in (0, 1)]
         hsel = Signal(name=f"in_head{r}")               # the entry holding the head
