@@ -11,7 +11,7 @@ from rtl.switch.top import Switch
 from sim.layouts import GROUP_BITS, Kind, group_entry, switch_flit
 
 #: handshake in cycle t -> o_port valid in t + LATENCY (docs/switch.md)
-LATENCY = 9
+LATENCY = 10
 #: the smallest out_depth (output credits) and depth (crosspoint credits) that sustain
 #: one flit per cycle from one input to one output
 FULL_RATE_OUT_DEPTH = 7
@@ -105,7 +105,7 @@ def test_crosspoint_line_rate_needs_credits(depth, out_depth):
 @pytest.mark.parametrize("depth,out_depth", [(16, 8), (4, 5), (1, 2)])
 def test_crosspoint_buffering_behind_a_stopped_output(depth, out_depth):
     """Output 0 stopped: input 0 gets rid of out_depth (output buffer) + depth (crosspoint
-    RAM) + 2 (input stage) flits, then stalls; input 1 still reaches output 1; released,
+    RAM) + 2 (input stage) + 1 (input register) flits, then stalls; input 1 still reaches output 1; released,
     output 0 delivers everything in order."""
     dut = _switch(depth=depth, out_depth=out_depth)
     hold = 120
@@ -113,7 +113,7 @@ def test_crosspoint_buffering_behind_a_stopped_output(depth, out_depth):
     # (12 flits: at depth 1 a crosspoint passes one flit per credit round trip, 7 cycles)
     acc, out = _run(dut, [flits, [(1, k, 1) for k in range(12)], [], []], 400,
                     ready=lambda o, c: o != 0 or c >= hold)
-    cap = out_depth + depth + 2
+    cap = out_depth + depth + 3
     assert sum(c < hold for c in acc[0]) == cap
     assert len(out[1]) == 12 and out[1][-1][0] < hold
     assert [d for _, _, d, _ in out[0]] == list(range(40))
@@ -139,9 +139,9 @@ def test_crosspoint_multicast_written_at_once():
     """A multicast flit is written into all its members' crosspoints in one cycle: input 0
     streams 30 flits to a group of three outputs at one flit per cycle. With one member
     stopped, input 0 stalls once that member's output buffer and crosspoint are full and
-    its two entries hold the next flits (out_depth + depth + 2 flits taken), and the other
-    members have received exactly the out_depth + depth flits the stopped one holds, none
-    of the two waiting; released, every member gets all 30 in order."""
+    its two entries and the input register hold the next flits (out_depth + depth + 3
+    flits taken), and the other members have received exactly the out_depth + depth flits
+    the stopped one holds, none of the three waiting; released, every member gets all 30 in order."""
     flits = [(0, k, 1, Kind.MULTICAST) for k in range(30)]
     acc, out = _run(_switch(), [flits, [], [], []], 120, groups=[(0, 0b1110)])
     assert acc[0] == list(range(acc[0][0], acc[0][0] + 30))
@@ -150,7 +150,7 @@ def test_crosspoint_multicast_written_at_once():
     depth, out_depth, hold = 4, 5, 80
     acc, out = _run(_switch(depth=depth, out_depth=out_depth), [flits, [], [], []], 200,
                     ready=lambda o, c: o != 3 or c >= hold, groups=[(0, 0b1110)])
-    cap = out_depth + depth + 2
+    cap = out_depth + depth + 3
     assert sum(c < hold for c in acc[0]) == cap
     for o in (1, 2):
         assert [d for c, _, d, _ in out[o] if c < hold] == list(range(out_depth + depth))
