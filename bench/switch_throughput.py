@@ -164,7 +164,7 @@ def main(argv=None) -> int:
     print()
     print("mean / max latency in cycles, arrival to output handshake "
           "(includes the source queue; minimum 3 = 1 source FIFO + 2 switch, "
-          "13 = 1 + 12 for the pipelined variant, 10 = 1 + 9 for the crosspoint variant):")
+          "13 = 1 + 12 for the pipelined variant, 11 = 1 + 10 for the crosspoint variant):")
     hdr = "  load  " + "".join(f"{lab:>26}" for lab in results)
     print(hdr)
     for k, load in enumerate(loads):

@@ -16,7 +16,7 @@ nextpnr keeps each loop's cells together is another matter (docs/fpga.md).
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -106,15 +106,25 @@ class Crosspoint(wiring.Component):
         Register: a flit was popped last cycle and is read now (a credit for the row: its
         slot is not written before the next cycle).
 
-    Timing: a flit written in cycle t (``i_we``) is in the RAM from t+2. The output
-    registers the same write bit in t (``Switch._crosspoint``), counts it at the end of
-    t+1 and pops it no earlier than t+3, so the crosspoint reads it in t+4 at the
-    earliest.
+    Parameters
+    ----------
+    layout : StructLayout
+        The flit; its ``src`` field, when ``src`` is given, is not stored.
+    depth : int
+        RAM slots.
+    src : int or None
+        The row's source port: every flit of the row carries it (the switch stamps it at
+        ingress), so the RAM keeps the other fields and the read register puts it back.
+
+    Timing: a flit written in cycle t (``i_we``) is in the RAM from t+2. The output never
+    pops it before t+4: it counts the row's writes a cycle after the row's register
+    (``Switch._crosspoint``).
     """
 
-    def __init__(self, layout, depth: int):
+    def __init__(self, layout, depth: int, src: int | None = None):
         self.layout = layout
         self.depth = depth
+        self.src = src
         width = layout.size
         super().__init__({
             "i_we": In(1), "i_wdata": In(width), "i_pop": In(1),
@@ -123,17 +133,31 @@ class Crosspoint(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.ram = ram = memory.Memory(shape=self.layout.size, depth=self.depth,
+        width = self.layout.size
+        if self.src is None:
+            lo = hi = width
+
+            def unpack(stored):
+                return stored
+        else:
+            field = self.layout["src"]
+            lo, hi = field.offset, field.offset + field.width
+
+            def unpack(stored):
+                return Cat(stored[:lo], Const(self.src, hi - lo), stored[lo:])
+        m.submodules.ram = ram = memory.Memory(shape=width - (hi - lo), depth=self.depth,
                                                init=[])
         wr = ram.write_port()
         rd = ram.read_port(domain="comb")
         wptr = Signal(range(self.depth))
         rptr = Signal(range(self.depth))
         we = Signal()
-        wdata = Signal(self.layout.size)
+        wdata = Signal(width - (hi - lo), reset_less=True)   # used only with ``we``
         popped = Signal()                         # the output popped in the last cycle
-        m.d.sync += [we.eq(self.i_we), wdata.eq(self.i_wdata), popped.eq(self.i_pop),
-                     self.o_popped.eq(Mux(popped, rd.data, 0))]
+        m.d.sync += [we.eq(self.i_we),
+                     wdata.eq(Cat(self.i_wdata[:lo], self.i_wdata[hi:])),
+                     popped.eq(self.i_pop),
+                     self.o_popped.eq(Mux(popped, unpack(rd.data), 0))]
         m.d.comb += [wr.addr.eq(wptr), wr.en.eq(we), wr.data.eq(wdata),
                      rd.addr.eq(rptr), self.o_freed.eq(popped)]
         with m.If(we):

@@ -103,13 +103,14 @@ class Switch(wiring.Component):
     ToN 7(2) 1999. Reset empties all queues, fills the credits, clears pointers, the
     group table and the counters.
 
-    ``mode="crosspoint"``: handshake in t → ``o_port`` valid in t+9 (t+1: the input
-    stage writes the flit into every crosspoint of its target mask at once, through the
-    row's write register; t+2: the crosspoints register the write, and the output
-    registers the write bit; t+3: the crosspoint RAM write, and the output counts it;
-    t+4: the output's arbiter selects the crosspoint; t+5: the pop (``sel``); t+6: the
-    crosspoint registers the pop and reads its RAM into its read register; t+7: the
-    crossbar register (an OR of the column's read registers); t+8: the output buffer
+    ``mode="crosspoint"``: handshake in t → ``o_port`` valid in t+10 (the flit and its
+    group-table entry are registered at the handshake; t+1: its route into an input-stage
+    entry; t+2: the input stage writes the flit into every crosspoint of its target mask
+    at once, through the row's write register; t+3: the crosspoints register the write,
+    and the output registers the write bit; t+4: the crosspoint RAM write, and the output
+    counts it; t+5: the output's arbiter selects the crosspoint; t+6: the pop (``sel``);
+    t+7: the crosspoint registers the pop and reads its RAM into its read register; t+8:
+    the crossbar register (an OR of the column's read registers); t+9: the output buffer
     write). A credit is charged at the pop and returns on the output handshake, so one
     output runs at line rate with ``out_depth >= 7``; one input to one output at line
     rate needs ``depth >= 8``.
@@ -252,13 +253,32 @@ class Switch(wiring.Component):
             drop_dest = Signal(name=f"drop_dest{r}")
             drop_group = Signal(name=f"drop_group{r}")
             drop_kind = Signal(name=f"drop_kind{r}")
+            stall = None
             if r < n:
                 port = self.i_port[r]
-                valid, payload = port.valid, port.payload
-                m.d.comb += [flit.eq(payload), flit.src.eq(r)]
-                kind, dest = payload.kind, payload.dest
-                m.d.comb += table.i_group[r].eq(dest[:GROUP_BITS])
-                entry = table.o_entry[r]
+                if xbuf:
+                    # Crosspoint mode registers the flit and its group-table entry first
+                    # (``in_pipe``), so that the shared table's lookup ends at a register
+                    # and the route below starts from registers of this input.
+                    m.d.comb += table.i_group[r].eq(port.payload.dest[:GROUP_BITS])
+                    p_valid = Signal(name=f"in_pipe_valid{r}")
+                    p_flit = Signal(layout, name=f"in_pipe_flit{r}")
+                    p_entry = Signal.like(table.o_entry[r], name=f"in_pipe_entry{r}")
+                    stage = stream.Signature(layout).create(path=(f"in_pipe{r}",))
+                    m.d.comb += port.ready.eq(~p_valid | stage.ready)
+                    with m.If(port.ready):
+                        m.d.sync += [p_valid.eq(port.valid), p_flit.eq(port.payload),
+                                     p_entry.eq(table.o_entry[r])]
+                    stall = port.valid & ~port.ready
+                    port, valid, payload, entry = stage, p_valid, p_flit, p_entry
+                    m.d.comb += [flit.eq(payload), flit.src.eq(r)]
+                    kind, dest = payload.kind, payload.dest
+                else:
+                    valid, payload = port.valid, port.payload
+                    m.d.comb += [flit.eq(payload), flit.src.eq(r)]
+                    kind, dest = payload.kind, payload.dest
+                    m.d.comb += table.i_group[r].eq(dest[:GROUP_BITS])
+                    entry = table.o_entry[r]
                 with m.Switch(kind):
                     with m.Case(Kind.UNICAST):
                         m.d.comb += [target.eq(Cat(dest == o for o in range(n))),
@@ -299,7 +319,7 @@ class Switch(wiring.Component):
 
             if xbuf:
                 self._crosspoint_ingress(m, r, q, port, valid, flit, target,
-                                         Cat(drop_dest, drop_group, drop_kind))
+                                         Cat(drop_dest, drop_group, drop_kind), stall)
                 continue
             if self.pipeline:
                 self._pipelined_ingress(m, r, q, port, valid, flit,
@@ -491,7 +511,7 @@ class Switch(wiring.Component):
             with m.If(stalled):
                 m.d.sync += st.in_stalls.eq(st.in_stalls + 1)
 
-    def _crosspoint_ingress(self, m, r, q, port, valid, flit, target, drops):
+    def _crosspoint_ingress(self, m, r, q, port, valid, flit, target, drops, stall=None):
         """``mode="crosspoint"`` ingress of row ``r``: the routed flit (``target`` mask and
         the three ``drops`` causes) is registered in one of two entries; the older entry
         (the head) leaves in one cycle, written at once into every crosspoint of its
@@ -503,7 +523,9 @@ class Switch(wiring.Component):
         ``port.ready``, the entry a new flit goes to and the data path's head select are
         register copies of functions of the entries' valid bits and the head, computed
         from their next state. The flit registers load on the input handshake alone,
-        and the row's write register takes the head flit in every cycle."""
+        and the row's write register takes the head flit in every cycle. ``stall`` (a
+        flit offered and not taken, for ``in_stalls``) defaults to ``valid & ~ready``;
+        a switch input passes its own, as its flit reaches here through ``in_pipe``."""
         N = q.n_ports
         layout = self.flit.layout()
         e_valid = [Signal(name=f"in_valid{r}_{k}") for k in (0, 1)]
@@ -551,7 +573,8 @@ class Switch(wiring.Component):
             with m.If(enq & (fill == k)):
                 m.d.sync += [e_flit[k].eq(flit), e_target[k].eq(target),
                              e_drops[k].eq(drops), e_drop[k].eq(drops.any())]
-        self._ingress_counters(m, r, take, h_drops, valid & ~ready)
+        self._ingress_counters(m, r, take, h_drops,
+                               valid & ~ready if stall is None else stall)
 
     def _pipelined(self, m, queues, units, credit, lock_v, lock_in):
         """``pipeline=True``: a one-round iSLIP split over two cycles (grant, then accept)
@@ -711,7 +734,9 @@ class Switch(wiring.Component):
         layout = self.flit.layout()
         rng = range(N)
         pb = max(1, (N - 1).bit_length())
-        xps = [[Crosspoint(layout, self.depth) for o in rng] for i in rng]
+        # (row i's flits carry src = i, or i - n for a reduction unit's results)
+        xps = [[Crosspoint(layout, self.depth, src=i % self.n_ports) for o in rng]
+               for i in rng]
         for i in rng:
             for o in rng:
                 xp = xps[i][o]
@@ -740,9 +765,17 @@ class Switch(wiring.Component):
                 # flit's lock bits) registered here, as the crosspoint registers it
                 # before its RAM write, so everything the arbiter reads is a register
                 # of this output.
+                # (the write bit is kept inverted here, so that Yosys does not merge it
+                # with the crosspoint's own write register, placed at the crosspoint)
+                we_n = Signal(init=1, name=f"seen_we_n{i}_{o}")
                 we = Signal(name=f"seen_we{i}_{o}")
                 wm = Signal(2, name=f"seen_meta{i}_{o}")
-                m.d.sync += [we.eq(rows[i].o_we[o]), wm.eq(rows[i].o_wmeta)]
+                m.d.sync += we_n.eq(~rows[i].o_we[o])
+                m.d.comb += we.eq(~we_n)
+                # (the lock bits only count with the write: held otherwise, so that each
+                # output keeps its own register and Yosys does not merge the n copies)
+                with m.If(rows[i].o_we[o]):
+                    m.d.sync += wm.eq(rows[i].o_wmeta)
                 # lock bits as stored: UNICAST, and UNICAST and not ``last``
                 wl = Signal(2, name=f"seen_lock{i}_{o}")
                 m.d.comb += wl.eq(Cat(wm[0], wm[0] & wm[1]))
@@ -797,7 +830,9 @@ class Switch(wiring.Component):
             m.d.comb += nxt.eq(Mux(opens, sel & g2s,
                                    Mux(closes | ~lock_v, rr, lock_k & avail)))
             m.d.sync += sel.eq(nxt & cok.replicate(N))
-            with m.If(cok & ~opens & (closes | ~lock_v) & rr.any()):
+            # (``rr`` is not empty exactly when ``avail`` is not: see above; ``avail``
+            # is a few gates from registers, the round robin is not)
+            with m.If(cok & ~opens & (closes | ~lock_v) & avail.any()):
                 m.d.sync += ptr.eq(next_pointer(rr, N))
             # the crossbar register takes the flit two cycles after its pop: the
             # crosspoint registers the pop, then the flit it read (``o_popped``, zero
