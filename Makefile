@@ -63,9 +63,11 @@ demo: sims
 lint: sims
 	$(PY) -m sim.lint
 
+# Longer routes (the 8-port switches take about 2,000 s here): make synth SYNTH_ARGS="--timeout 3000"
+SYNTH_ARGS ?=
 synth: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,fpga]'
-	$(VENV)/bin/fusionfabric synth --report --target ecp5
+	$(VENV)/bin/fusionfabric synth --report --target ecp5 $(SYNTH_ARGS)
 
 bench: sims
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

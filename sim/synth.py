@@ -64,15 +64,17 @@ __all__ = ["SynthError", "ToolTimeout", "SynthResult", "TARGETS", "REPORT_SETS",
            "parse_pnr_log", "fit_check"]
 
 #: The FPGA report table (``fusionfabric synth --report``): the main blocks at the sizes the
-#: issues compare. A block not registered (yet) is left out.
-REPORT_SETS: list[tuple[str, dict]] = [
+#: issues compare. A block not registered (yet) is left out. A third element is the row's
+#: placement seed when it is not 1: the seed a sweep picked (docs/fpga.md), so that
+#: ``make synth`` reproduces the row; ``--seed`` on the command line overrides it.
+REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int]] = [
     ("scrambler", {"data_width": 64}),
     ("crc", {"data_width": 64}),
     ("pcs-tx", {"n_lanes": 4}),
     ("pcs-rx", {"n_lanes": 4}),
     ("chiplet", {}),
     ("switch", {"n_ports": 8, "data_width": 64, "mode": "crosspoint", "depth": 16,
-                "out_depth": 8}),
+                "out_depth": 8}, 9),
     ("switch", {"n_ports": 8, "data_width": 64, "pipeline": True, "depth": 64,
                 "out_depth": 16}),
     ("switch", {"n_ports": 8, "data_width": 64}),
@@ -561,6 +563,8 @@ def format_table(rows: list[SynthResult | tuple[str, str]]) -> str:
         dev = f"{r.target}-{r.device}"
         total = r.seconds_generate + r.seconds_yosys + r.seconds_pnr
         mark = " (saved)" if r.cached else ""
+        if r.seed != 1:
+            mark += f" seed {r.seed}"
         if not ok:
             mark += f" [{len(notes) + 1}]"
             notes.append(f"[{len(notes) + 1}] {r.block} {_short_params(r.block, r.params)}: "

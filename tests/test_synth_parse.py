@@ -168,15 +168,39 @@ def test_cli_report_keeps_going(monkeypatch, capsys, tmp_path):
     assert [d["block"] for d in doc] == ["scrambler"] and doc[0]["status"] == "pnr-timeout"
 
 
+def test_cli_report_row_seeds(monkeypatch, capsys, tmp_path):
+    """A report row's own placement seed is used unless --seed is given; the table marks
+    a row placed at a seed other than 1."""
+    monkeypatch.setattr(flow, "check_tools", lambda target: (["y"], ["p"]))
+    monkeypatch.setattr(flow, "_root", lambda: tmp_path)
+    monkeypatch.setattr(flow, "REPORT_SETS", [("crc", {}, 7), ("scrambler", {})])
+    seeds = []
+
+    def fake_synth(name, params, target, seed, **kw):
+        seeds.append((name, seed))
+        return flow.SynthResult(name, params, target, "85k", "CABGA381", name, lut4=7, ff=3,
+                                fmax_mhz=99.0, seed=seed)
+    monkeypatch.setattr(flow, "synth", fake_synth)
+    assert main(["synth", "--report", "--target", "ecp5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert seeds == [("crc", 7), ("scrambler", 1)]
+    assert [ln.endswith(" seed 7") for ln in lines if ln.startswith(("crc", "scrambler"))] \
+        == [True, False]
+    seeds.clear()
+    assert main(["synth", "--report", "--target", "ecp5", "--seed", "3"]) == 0
+    assert seeds == [("crc", 3), ("scrambler", 3)]
+
+
 def test_report_sets_resolve():
     """Every row of the report names registered parameters (a typo would only show up in
     a long `make synth` run); the default, pipelined and crosspoint switches are there."""
     from rtl.blocks import all_blocks, get_block
     blocks = all_blocks()
-    for name, params in flow.REPORT_SETS:
+    for name, params, *seed in flow.REPORT_SETS:
         if name in blocks:
             assert set(get_block(name).resolve(params)) >= set(params), name
-    switch = [p for n, p in flow.REPORT_SETS if n == "switch"]
+        assert all(isinstance(x, int) and x >= 0 for x in seed), (name, seed)
+    switch = [p for n, p, *_ in flow.REPORT_SETS if n == "switch"]
     assert {(bool(p.get("pipeline")), p.get("mode", "voq")) for p in switch} == {
         (False, "voq"), (True, "voq"), (False, "crosspoint")}
     assert all(p["n_ports"] == 8 and p["data_width"] == 64 for p in switch)

@@ -27,7 +27,9 @@ def add_arguments(p):
     p.add_argument("--package", default=None, help="package (default per device)")
     p.add_argument("--freq", type=float, default=None, metavar="MHZ",
                    help="timing target handed to nextpnr (default 150 ecp5, 100 ice40)")
-    p.add_argument("--seed", type=int, default=1, help="placement seed (default 1)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="placement seed (default 1; with --report, each row's own, "
+                        "sim.synth.REPORT_SETS)")
     p.add_argument("--timeout", type=float, default=None, metavar="SEC",
                    help="time limit of each nextpnr run (default 1200 s); a run that "
                         "times out gives a row with the Yosys figures and nextpnr's last "
@@ -64,19 +66,21 @@ def run(args):
         check_tools(args.target)
     except SynthError as exc:
         raise CliError(str(exc)) from None
+    seed = 1 if args.seed is None else args.seed
     jobs = []
     if args.all:
-        jobs = [(b.name, {}) for b in all_blocks().values()]
+        jobs = [(b.name, {}, seed) for b in all_blocks().values()]
     elif args.report:
-        jobs = [(n, dict(p)) for n, p in REPORT_SETS if n in all_blocks()]
+        jobs = [(row[0], dict(row[1]), row[2] if len(row) > 2 and args.seed is None
+                 else seed) for row in REPORT_SETS if row[0] in all_blocks()]
     else:
         block = get_block(args.block)
-        jobs = [(block.name, parse_sets(block, args.set))]
+        jobs = [(block.name, parse_sets(block, args.set), seed)]
     rows, results = [], []
-    for name, params in jobs:
+    for name, params, row_seed in jobs:
         try:
             r = synth(name, params, args.target, device=args.device, package=args.package,
-                      freq_mhz=args.freq, seed=args.seed, pnr_timeout=args.timeout,
+                      freq_mhz=args.freq, seed=row_seed, pnr_timeout=args.timeout,
                       yosys_timeout=args.yosys_timeout, force=args.force)
         except SynthError as exc:
             if not many:
