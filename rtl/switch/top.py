@@ -59,10 +59,11 @@ class Switch(wiring.Component):
     mode : str
         ``"voq"`` (virtual output queues), ``"fifo"`` (head-of-line blocking baseline) or
         ``"crosspoint"`` (a buffered crossbar: a LUT-RAM FIFO of ``depth`` flits at every
-        input-output crosspoint, a two-entry input stage that writes a multicast flit
-        to all its members at once, a round-robin arbiter per output and no matching;
-        every loop is local, which is the variant for FPGA clock rates; full rate needs
-        ``out_depth >= 7`` and ``depth >= 8``).
+        input-output crosspoint, an input register for the group-table lookup, a
+        two-entry input stage that writes a multicast flit to all its members at once,
+        a round-robin arbiter per output and no matching; every loop is local, which is
+        the variant for FPGA clock rates; full rate needs ``out_depth >= 7`` and
+        ``depth >= 8``).
     out_depth : int
         Output buffer slots = credits per output (>= 2 sustains line rate).
     n_groups : int
