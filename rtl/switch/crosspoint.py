@@ -109,10 +109,10 @@ class Crosspoint(wiring.Component):
     Parameters
     ----------
     layout : StructLayout
-        The flit; its ``src`` field, when ``src`` is given, is not stored.
+        The flit; its ``src`` field is not stored.
     depth : int
         RAM slots.
-    src : int or None
+    src : int
         The row's source port: every flit of the row carries it (the switch stamps it at
         ingress), so the RAM keeps the other fields and the read register puts it back.
 
@@ -121,7 +121,7 @@ class Crosspoint(wiring.Component):
     (``Switch._crosspoint``).
     """
 
-    def __init__(self, layout, depth: int, src: int | None = None):
+    def __init__(self, layout, depth: int, src: int):
         self.layout = layout
         self.depth = depth
         self.src = src
@@ -134,17 +134,8 @@ class Crosspoint(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width = self.layout.size
-        if self.src is None:
-            lo = hi = width
-
-            def unpack(stored):
-                return stored
-        else:
-            field = self.layout["src"]
-            lo, hi = field.offset, field.offset + field.width
-
-            def unpack(stored):
-                return Cat(stored[:lo], Const(self.src, hi - lo), stored[lo:])
+        field = self.layout["src"]
+        lo, hi = field.offset, field.offset + field.width
         m.submodules.ram = ram = memory.Memory(shape=width - (hi - lo), depth=self.depth,
                                                init=[])
         wr = ram.write_port()
@@ -157,7 +148,8 @@ class Crosspoint(wiring.Component):
         m.d.sync += [we.eq(self.i_we),
                      wdata.eq(Cat(self.i_wdata[:lo], self.i_wdata[hi:])),
                      popped.eq(self.i_pop),
-                     self.o_popped.eq(Mux(popped, unpack(rd.data), 0))]
+                     self.o_popped.eq(Mux(popped, Cat(rd.data[:lo], Const(self.src, hi - lo),
+                                                      rd.data[lo:]), 0))]
         m.d.comb += [wr.addr.eq(wptr), wr.en.eq(we), wr.data.eq(wdata),
                      rd.addr.eq(rptr), self.o_freed.eq(popped)]
         with m.If(we):
