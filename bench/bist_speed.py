@@ -23,7 +23,7 @@ receiver backpressure 40/256), side by side in one run, on Icarus and Verilator:
     drained, check exactly-once delivery from the counters.
 ``python``
     The bare switch with per-cycle Python: StreamSource per input with
-    ``sim.bist.TrafficGenModel`` packets, StreamSink per output, KeyedScoreboard
+    ``fusionfabric.sim.bist.TrafficGenModel`` packets, StreamSink per output, KeyedScoreboard
     (tb/bist/test_speed.py::test_python_scoreboard).
 
 Rates are simulated clock cycles per wall-clock second of the simulation proper (the
@@ -51,8 +51,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tb.bist.harness import BistHarness  # noqa: E402
-from tb.common import runner, toolchain  # noqa: E402
+from fusionfabric.tb.bist.harness import BistHarness  # noqa: E402
+from fusionfabric import toolchain  # noqa: E402
+from fusionfabric.tb.common import runner  # noqa: E402
 
 HARNESS = dict(n_ports=4, max_len=4, seed=1)          # = tests/test_bist_cocotb.py p4 case
 SWITCH = dict(n_ports=4, data_width=64, depth=4, mode="voq", out_depth=4)
@@ -184,18 +185,18 @@ def measure(sim: str, cycles: int, py_budget: int) -> dict[str, dict]:
     if sim == "verilator":
         res["native-pub"] = native(sim, cycles, public=True)
         print(f"[{sim}] native-pub: {res['native-pub']}", file=sys.stderr)
-    res["wait-only"] = _cocotb(sim, "bist-harness", "tb.bist.test_speed", "test_wait_only",
+    res["wait-only"] = _cocotb(sim, "bist-harness", "fusionfabric.tb.bist.test_speed", "test_wait_only",
                                HARNESS, BistHarness(**HARNESS),
                                dict(cycles=cycles, load=LOAD, stall=STALL))
     # about 4 cycles per packet per generator at this load: budget for ~`cycles` cycles
-    res["counters"] = _cocotb(sim, "bist-harness", "tb.bist.test_bist", "test_bist_counters",
+    res["counters"] = _cocotb(sim, "bist-harness", "fusionfabric.tb.bist.test_bist", "test_bist_counters",
                               HARNESS, BistHarness(**HARNESS),
                               dict(budget=max(50, cycles // 4), load=LOAD, stall=STALL,
                                    poll=5000))
     print(f"[{sim}] wait-only: {res['wait-only']}\n[{sim}] counters: {res['counters']}",
           file=sys.stderr)
-    from rtl.blocks import get_block
-    res["python"] = _cocotb(sim, "switch", "tb.bist.test_speed", "test_python_scoreboard",
+    from fusionfabric.rtl.blocks import get_block
+    res["python"] = _cocotb(sim, "switch", "fusionfabric.tb.bist.test_speed", "test_python_scoreboard",
                             SWITCH, get_block("switch").build(**SWITCH),
                             dict(budget=py_budget, max_len=HARNESS["max_len"], load=LOAD,
                                  stall=STALL, seed=HARNESS["seed"]))

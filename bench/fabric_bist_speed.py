@@ -52,7 +52,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tb.common import runner, toolchain  # noqa: E402
+from fusionfabric import toolchain  # noqa: E402
+from fusionfabric.tb.common import runner  # noqa: E402
 
 OUT = runner.BUILD_ROOT / "bench" / "fabric_bist_speed"
 PERIOD_NS = 10
@@ -68,9 +69,9 @@ def _junit(xml_path: Path) -> tuple[float, int]:
 
 def _tb_verilog(n: int) -> str:
     """A plain Verilog testbench around the fabric-bist top (benchmark only, never RTL)."""
-    from rtl.fabric.fabric import FAULT
-    from rtl.switch.group_table import config_layout
-    from sim.bist import BIST_CONTROL
+    from fusionfabric.rtl.fabric.fabric import FAULT
+    from fusionfabric.rtl.switch.group_table import config_layout
+    from fusionfabric.sim.bist import BIST_CONTROL
     cfg_w, fault_w = config_layout(n).size, FAULT.width
     decl, conns, sums, errs = [], [], [], []
     for e in range(n):
@@ -214,7 +215,7 @@ def counters(n: int, budget: int, sim: str) -> dict:
     report = OUT / f"counters-{sim}.json"
     report.unlink(missing_ok=True)
     kw = {"vpi": "top"} if sim == "verilator" else {}
-    res = runner.run("fabric-bist", "tb.fabric.test_bist", {"n_endpoints": n}, sim=sim,
+    res = runner.run("fabric-bist", "fusionfabric.tb.fabric.test_bist", {"n_endpoints": n}, sim=sim,
                      testcase="test_bist", test_args={"budget": budget, "load": LOAD,
                                                       "poll": 500, "report": str(report)},
                      name=f"bench-counters-{n}", seed=SEED, **kw)
@@ -236,7 +237,7 @@ def python_traffic(n: int, messages: int, sim: str) -> dict:
 
 def _python_traffic(n: int, messages: int, sim: str) -> dict:
     kw = {"vpi": "top"} if sim == "verilator" else {}
-    res = runner.run("fabric", "tb.fabric.test_fabric", {"n_endpoints": n}, sim=sim,
+    res = runner.run("fabric", "fusionfabric.tb.fabric.test_fabric", {"n_endpoints": n}, sim=sim,
                      testcase="test_traffic", test_args={"messages": messages},
                      name=f"bench-traffic-{n}", seed=SEED, **kw)
     wall, cycles = _junit(res.results_xml)

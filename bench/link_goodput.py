@@ -6,7 +6,7 @@ Prints, side by side from one run:
    (TL header, DL header + CRC, START rows, 64b/66b, alignment markers) per DL flit size,
    with a START row before every flit (``start_every = 1``, the old framing) and with
    back-to-back flits delimited by position (``start_every = 16``);
-2. measured goodput of the RTL link through the real PCS (``tb.chiplet.harness.
+2. measured goodput of the RTL link through the real PCS (``fusionfabric.tb.chiplet.harness.
    ChipletPcsPair``: chiplet → PhyToPcs → PcsTx, 2 lanes → lanes → PcsRx → PcsToPhy →
    chiplet; cocotb, Icarus by default) streaming 256-byte writes one way at BER 0 and
    1e-5, as a fraction of the raw lane bit rate (2 lanes × 66 bits per cycle): over the
@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sim.chiplet import SLOT_BYTES, dl_flit_slots  # noqa: E402
+from fusionfabric.sim.chiplet import SLOT_BYTES, dl_flit_slots  # noqa: E402
 
 PCS_6466 = 64 / 66
 #: Marker period of the measured runs (rows). 802.3 cl. 82 uses 16384; 1024 keeps the
@@ -60,8 +60,8 @@ STREAM = {"only_writes": True, "fixed_length": 3, "one_way": True, "idle": 0.0,
 
 
 def run_link(sim, params, args, seed=1, pcs=False, am_period=AM_PERIOD, start_every=16):
-    from tb.chiplet.harness import ChipletPair, ChipletPcsPair
-    from tb.common import runner
+    from fusionfabric.tb.chiplet.harness import ChipletPair, ChipletPcsPair
+    from fusionfabric.tb.common import runner
 
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "stats.json"
@@ -80,7 +80,7 @@ def run_link(sim, params, args, seed=1, pcs=False, am_period=AM_PERIOD, start_ev
         name = "bench-" + "-".join(f"{k}{v}" for k, v in sorted(dict(label, **args).items())
                                    if k not in ("stats_file",) and not isinstance(v, bool))
         t0 = time.time()
-        runner.run(block, "tb.chiplet.test_link", label, component=comp, sim=sim, seed=seed,
+        runner.run(block, "fusionfabric.tb.chiplet.test_link", label, component=comp, sim=sim, seed=seed,
                    test_args=a, name=name)
         s = json.loads(f.read_text())
         s["wall_s"] = time.time() - t0

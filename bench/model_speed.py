@@ -30,10 +30,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sim.fabric import kernel  # noqa: E402
-from sim.fabric.config import SwitchParams, load_config  # noqa: E402
-from sim.fabric.exact import random_trace, run_trace  # noqa: E402
-from sim.fabric.run import run_sweep  # noqa: E402
+from fusionfabric.sim.fabric import kernel  # noqa: E402
+from fusionfabric.sim.fabric.config import SwitchParams, load_config  # noqa: E402
+from fusionfabric.sim.fabric.exact import random_trace, run_trace  # noqa: E402
+from fusionfabric.sim.fabric.run import run_sweep  # noqa: E402
 
 BOOKSIM_72 = (3_000, 7_000)
 
@@ -53,15 +53,15 @@ def sweep_speed(engine, cycles, loads="0.1:1.0:0.1", ports=72):
 
 
 def rtl_speed(sim, n, cycles, packets):
-    from tb.common.runner import run
+    from fusionfabric.tb.common.runner import run
 
-    from sim.fabric.config import max_iterations
+    from fusionfabric.sim.fabric.config import max_iterations
     params = {"n_ports": n, "data_width": 64, "depth": 16,
               "iterations": min(3, max_iterations(n)), "mode": "voq", "out_depth": 4,
               "n_groups": 4, "reduce": False}
     with tempfile.TemporaryDirectory() as d:
         rate = Path(d) / "rate.json"
-        run("switch", "tb.model.test_switch_exact", params, sim=sim, name=f"bench-{n}",
+        run("switch", "fusionfabric.tb.model.test_switch_exact", params, sim=sim, name=f"bench-{n}",
             test_args={"packets": [list(map(int, p)) for p in packets], "cycles": cycles,
                        "groups": {}, "ready": None, "rate_file": str(rate)})
         r = json.loads(rate.read_text())

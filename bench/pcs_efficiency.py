@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 from amaranth.sim import Simulator  # noqa: E402
 
-from sim import pcs  # noqa: E402
-from tb.pcs.loopback import PcsLoopback  # noqa: E402
+from fusionfabric.sim import pcs  # noqa: E402
+from fusionfabric.tb.pcs.loopback import PcsLoopback  # noqa: E402
 
 
 def measure_tx(n_lanes: int, am_period: int, cycles: int, width: int = 66) -> tuple[int, int]:
     """``pcs-tx`` alone with an always-valid source: (rows accepted, cycles)."""
-    from rtl.pcs import PcsTx
+    from fusionfabric.rtl.pcs import PcsTx
 
     dut = PcsTx(n_lanes, am_period, width)
     count = [0]

@@ -11,7 +11,7 @@ import zlib
 
 import numpy as np
 
-from sim import crc, prbs, scrambler
+from fusionfabric.sim import crc, prbs, scrambler
 
 
 def rate(fn, bits, repeat=3):

@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from rtl.reduce.unit import ReductionUnit
-from sim.layouts import Dtype, Op
-from tb.reduce.amaranth_sim import simulate
-from tb.reduce.traffic import make_traffic, random_groups
+from fusionfabric.rtl.reduce.unit import ReductionUnit
+from fusionfabric.sim.layouts import Dtype, Op
+from fusionfabric.tb.reduce.amaranth_sim import simulate
+from fusionfabric.tb.reduce.traffic import make_traffic, random_groups
 
 
 def measure(n_ports, data_width, n_chunks, window, dtype, chunks, seed):

@@ -40,8 +40,8 @@ def amaranth_scrambler(n_words: int) -> tuple[int, float]:
     import numpy as np
     from amaranth.sim import Simulator
 
-    from rtl.blocks import get_block
-    from sim.scrambler import scramble
+    from fusionfabric.rtl.blocks import get_block
+    from fusionfabric.sim.scrambler import scramble
 
     b = get_block("scrambler")
     params = b.resolve({"data_width": WIDTH})
@@ -83,7 +83,7 @@ def amaranth_scrambler(n_words: int) -> tuple[int, float]:
 def amaranth_prbs(n_cycles: int, per_cycle: bool) -> tuple[int, float]:
     from amaranth.sim import Simulator
 
-    from tb.speed.harness import PrbsPair
+    from fusionfabric.tb.speed.harness import PrbsPair
 
     dut = PrbsPair(31, WIDTH)
     box = {}
@@ -125,11 +125,11 @@ def amaranth_prbs(n_cycles: int, per_cycle: bool) -> tuple[int, float]:
 
 def cocotb_run(sim: str, testcase: str, args: dict, block: str, params: dict,
                component=None) -> tuple[int, float]:
-    from tb.common.runner import run
+    from fusionfabric.tb.common.runner import run
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "speed.json"
-        run(block, "tb.speed.test_speed", params, component=component, sim=sim,
+        run(block, "fusionfabric.tb.speed.test_speed", params, component=component, sim=sim,
             testcase=testcase, test_args={**args, "out": str(out)}, seed=1,
             name=f"speed-{testcase}")
         r = json.loads(out.read_text())
@@ -144,8 +144,8 @@ def main(argv=None) -> int:
     k = 5 if args.quick else 1
     os.environ.setdefault("COCOTB_LOG_LEVEL", "WARNING")
 
-    from rtl.blocks import all_blocks
-    from tb.speed.harness import PrbsPair
+    from fusionfabric.rtl.blocks import all_blocks
+    from fusionfabric.tb.speed.harness import PrbsPair
 
     blocks = all_blocks()
     rows = []  # (design, testbench, simulator, cycles, seconds)

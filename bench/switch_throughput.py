@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tb.common import runner  # noqa: E402
-from tb.switch.allreduce import AllReduceHarness  # noqa: E402
-from tb.switch.traffic import TrafficHarness  # noqa: E402
+from fusionfabric.tb.common import runner  # noqa: E402
+from fusionfabric.tb.switch.allreduce import AllReduceHarness  # noqa: E402
+from fusionfabric.tb.switch.traffic import TrafficHarness  # noqa: E402
 
 LOADS = [0.1, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0]
 
@@ -34,7 +34,7 @@ def run_mode(label, params, loads, cycles, warmup, sim, seed):
     out.parent.mkdir(parents=True, exist_ok=True)
     harness = TrafficHarness(seed=seed, **params)
     t0 = time.time()
-    runner.run(f"switch-bench-{label}", "tb.switch.bench_switch",
+    runner.run(f"switch-bench-{label}", "fusionfabric.tb.switch.bench_switch",
                {**params, "seed": seed}, component=harness, sim=sim, name=label,
                test_args={"loads": loads, "cycles": cycles, "warmup": warmup,
                           "out": str(out)})
@@ -49,7 +49,7 @@ def run_allreduce(n, flits, depth, iterations, sim, data_width=32, n_chunks=16):
     out = ROOT / "build" / "bench" / "switch_allreduce.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
-    runner.run("switch-bench-allreduce", "tb.switch.bench_allreduce",
+    runner.run("switch-bench-allreduce", "fusionfabric.tb.switch.bench_allreduce",
                {**params, "flits": flits}, component=AllReduceHarness(flits=flits, **params),
                sim=sim, name="allreduce", test_args={"out": str(out), "timeout": 50 * flits})
     res = json.loads(out.read_text())

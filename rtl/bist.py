@@ -1,9 +1,9 @@
 """Built-in self-test: a seeded traffic generator and a checker on the switch port flit.
 
-Both speak ``sim.layouts.switch_flit(data_width)`` over ``lib.stream`` and expose their
+Both speak ``fusionfabric.sim.layouts.switch_flit(data_width)`` over ``lib.stream`` and expose their
 counters as plain output ports, so an FPGA design or a cocotb test only configures,
 starts and reads counters: no per-cycle software. The LFSR and filler XOR networks are
-generated from the matrices of :mod:`sim.bist`, which also models both blocks bit for bit
+generated from the matrices of :mod:`fusionfabric.sim.bist`, which also models both blocks bit for bit
 (its module docstring states the signature function and the checker's counting rules).
 """
 
@@ -13,11 +13,11 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.blocks import Block, Param
-from sim.bist import (BEAT_BITS, COUNTER_MAX, LFSR_ORDER, PATTERNS, SEQ_BITS,
+from fusionfabric.rtl.blocks import Block, Param
+from fusionfabric.sim.bist import (BEAT_BITS, COUNTER_MAX, LFSR_ORDER, PATTERNS, SEQ_BITS,
                       advance_matrix, apply_matrix, check_params, check_port_params,
                       check_seed, filler_matrix, seed_state)
-from sim.layouts import Kind, switch_flit
+from fusionfabric.sim.layouts import Kind, switch_flit
 
 __all__ = ["TrafficGen", "TrafficCheck", "gf2_apply", "BLOCKS"]
 
@@ -35,7 +35,7 @@ def gf2_apply(matrix, value: Value, const: int = 0) -> Value:
 
 
 def make_data(data_width: int, src: Value, dest: Value, seq: Value, beat: Value) -> Value:
-    """The ``data`` word of :func:`sim.bist.make_data` as combinational logic."""
+    """The ``data`` word of :func:`fusionfabric.sim.bist.make_data` as combinational logic."""
     sig = Cat(beat[:BEAT_BITS], seq[:SEQ_BITS], dest[:8], src[:8])
     m, c = filler_matrix(data_width)
     if not m.shape[0]:
@@ -58,9 +58,9 @@ class TrafficGen(wiring.Component):
 
     Emits UNICAST packets of 1 .. ``max_len`` flits to destinations chosen uniformly at
     random or by a fixed permutation, with a per-destination sequence number and a data
-    signature (source, destination, sequence, beat + LFSR filler, see :mod:`sim.bist`)
+    signature (source, destination, sequence, beat + LFSR filler, see :mod:`fusionfabric.sim.bist`)
     that :class:`TrafficCheck` verifies. The flit sequence is that of
-    :class:`sim.bist.TrafficGenModel`, independent of load and backpressure.
+    :class:`fusionfabric.sim.bist.TrafficGenModel`, independent of load and backpressure.
 
     Parameters
     ----------
@@ -206,7 +206,7 @@ class TrafficCheck(wiring.Component):
     signature recomputed from the flit's ``src``, this ``port``, the packet's sequence
     number and the beat index, and, per source, that sequence numbers follow each other
     by exactly one (exactly once, in order, per (source, destination)). The counting
-    rules are those of :class:`sim.bist.TrafficCheckModel` (one dropped or duplicated
+    rules are those of :class:`fusionfabric.sim.bist.TrafficCheckModel` (one dropped or duplicated
     packet = one sequence error, a flipped bit = one data error, a lost ``first`` or
     ``last`` = one framing error).
 

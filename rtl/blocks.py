@@ -134,10 +134,10 @@ class Block:
 
 
 def _discover() -> dict[str, Block]:
-    import rtl
+    from fusionfabric import rtl
 
     found: dict[str, Block] = {}
-    for info in pkgutil.walk_packages(rtl.__path__, prefix="rtl."):
+    for info in pkgutil.walk_packages(rtl.__path__, prefix="fusionfabric.rtl."):
         module = importlib.import_module(info.name)
         for block in getattr(module, "BLOCKS", ()):
             if block.name in found:

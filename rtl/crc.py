@@ -7,7 +7,7 @@ probed through ``amaranth.lib.crc.Parameters.compute`` and the codeword residue 
 takes the Amaranth simulator ~26 s to compile and exceeds Python's recursion limit. A last
 beat carrying fewer than ``data_width // 8`` bytes is processed with its unused bytes
 zeroed, and the result is moved back over those trailing zero bytes with the inverse
-zero-byte advance matrix (from :func:`sim.crc.advance_matrix`), applied in ``log2`` stages.
+zero-byte advance matrix (from :func:`fusionfabric.sim.crc.advance_matrix`), applied in ``log2`` stages.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from amaranth.lib import crc as acrc
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.blocks import Block, Param
-from rtl.scrambler import gf2_product
-from sim.crc import ALGORITHMS, advance_matrix, get_algorithm, gf2_inverse, in_fields, out_fields
+from fusionfabric.rtl.blocks import Block, Param
+from fusionfabric.rtl.scrambler import gf2_product
+from fusionfabric.sim.crc import ALGORITHMS, advance_matrix, get_algorithm, gf2_inverse, in_fields, out_fields
 
 __all__ = ["Crc", "CATALOG", "BLOCKS"]
 
@@ -85,7 +85,7 @@ class Crc(wiring.Component):
         if (a.crc_width, a.polynomial, a.initial_crc, a.reflect_input, a.reflect_output,
                 a.xor_output) != (mdl.width, mdl.poly, mdl.init, mdl.refin, mdl.refout,
                                   mdl.xorout):
-            raise RuntimeError(f"sim.crc {algorithm} disagrees with catalog {CATALOG[algorithm]}")
+            raise RuntimeError(f"fusionfabric.sim.crc {algorithm} disagrees with catalog {CATALOG[algorithm]}")
         self.in_fields = in_fields(data_width)
         self.out_fields = out_fields(self.crc_width)
         super().__init__({"i_data": In(stream.Signature(self.in_fields.layout())),

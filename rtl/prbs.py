@@ -1,7 +1,7 @@
 """PRBS generator and self-synchronizing checker (ITU-T O.150 polynomials).
 
-The per-cycle XOR equations come from :mod:`sim.prbs` (probed from the per-bit reference);
-the checker's behaviour is modelled word for word by :class:`sim.prbs.PrbsChecker`.
+The per-cycle XOR equations come from :mod:`fusionfabric.sim.prbs` (probed from the per-bit reference);
+the checker's behaviour is modelled word for word by :class:`fusionfabric.sim.prbs.PrbsChecker`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.blocks import Block, Param
-from rtl.scrambler import gf2_product
-from sim.prbs import (BLOCK_BITS, ERRORS_MAX, LOCK_BITS, PRBS_TAPS, gen_matrices,
+from fusionfabric.rtl.blocks import Block, Param
+from fusionfabric.rtl.scrambler import gf2_product
+from fusionfabric.sim.prbs import (BLOCK_BITS, ERRORS_MAX, LOCK_BITS, PRBS_TAPS, gen_matrices,
                       predict_matrices, prbs_taps)
 
 __all__ = ["PrbsGenerator", "PrbsChecker", "popcount", "BLOCKS"]
@@ -63,7 +63,7 @@ class PrbsGenerator(wiring.Component):
     ------
     ``o_data.valid`` rises one cycle after reset and stays high; one word per cycle under
     ``ready``. Reset loads the all-ones state, so the first word is
-    ``sim.prbs.prbs_words(order, data_width, 1)``.
+    ``fusionfabric.sim.prbs.prbs_words(order, data_width, 1)``.
     """
 
     def __init__(self, order: int = 31, data_width: int = 64):
@@ -94,7 +94,7 @@ class PrbsChecker(wiring.Component):
     is compared with the checker's **own free-running LFSR**, so each flipped bit is counted
     exactly once (a self-synchronizing comparison would count it up to three times).
     Locked words form blocks of ``block_words = ceil(256 / data_width)``; a block with more
-    than a quarter of its bits wrong drops the lock. Model: :class:`sim.prbs.PrbsChecker`.
+    than a quarter of its bits wrong drops the lock. Model: :class:`fusionfabric.sim.prbs.PrbsChecker`.
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """Self-synchronizing scrambler and descrambler, any width and polynomial (IEEE 802.3 cl. 49).
 
 The per-cycle XOR equations are generated from the numpy model
-(:func:`sim.scrambler.step_matrices`), never typed in.
+(:func:`fusionfabric.sim.scrambler.step_matrices`), never typed in.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from amaranth import Const, Module, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.blocks import Block, Param
-from sim.scrambler import POLY_CL49, poly_taps, step_matrices
+from fusionfabric.rtl.blocks import Block, Param
+from fusionfabric.sim.scrambler import POLY_CL49, poly_taps, step_matrices
 
 __all__ = ["Scrambler", "Descrambler", "gf2_product", "xor_tree", "scrambler_step", "BLOCKS"]
 

@@ -1,6 +1,6 @@
 """Built-in self-test: golden model of the traffic generator and checker (``rtl/bist.py``).
 
-Pure numpy. The RTL (:mod:`rtl.bist`) builds its LFSR and filler XOR networks from the
+Pure numpy. The RTL (:mod:`fusionfabric.rtl.bist`) builds its LFSR and filler XOR networks from the
 matrices computed here, and the checker's counters follow exactly the rules below, so
 the model predicts the generator's flits bit for bit and the checker's counters count
 for count.
@@ -8,7 +8,7 @@ for count.
 LFSR
 ----
 Every random choice comes from the PRBS31 polynomial x^31 + x^28 + 1 (ITU-T O.150, the
-project's PRBS convention of :mod:`sim.prbs`): a Fibonacci LFSR whose 31-bit state holds
+project's PRBS convention of :mod:`fusionfabric.sim.prbs`): a Fibonacci LFSR whose 31-bit state holds
 the last 31 bits in time, bit k = ``b[t-1-k]`` (bit 0 the newest), stepping
 ``b[t] = b[t-31] ^ b[t-28]``. "Advancing by k" runs k steps; the hardware does it in one
 cycle through a GF(2) matrix (:func:`advance_matrix`) probed from the per-bit reference
@@ -73,8 +73,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.bitfields import Fields
-from sim.layouts import DEST_BITS, SRC_BITS, Kind, switch_flit
+from fusionfabric.sim.bitfields import Fields
+from fusionfabric.sim.layouts import DEST_BITS, SRC_BITS, Kind, switch_flit
 
 __all__ = ["LFSR_ORDER", "LFSR_TAP", "SEQ_BITS", "BEAT_BITS", "SIG_BITS", "SIGNATURE",
            "FILL_SALT", "FILL_WARMUP", "PATTERNS", "COUNTER_MAX", "MAX_PORTS",
@@ -252,7 +252,7 @@ class GenPacket:
 class TrafficGenModel:
     """The packets and flits a ``TrafficGen`` with these parameters emits, in order.
 
-    Parameters are those of :class:`rtl.bist.TrafficGen`. :meth:`packets` and
+    Parameters are those of :class:`fusionfabric.rtl.bist.TrafficGen`. :meth:`packets` and
     :meth:`flits` continue where the previous call stopped.
     """
 
@@ -397,9 +397,9 @@ VECTORS = {"bist-gen": _vectors_gen}
 
 
 # -- fabric BIST at the accelerator port (rtl/fabric/bist.py) ----------------------------------
-#: Bits of data per accelerator-port beat (``sim.chiplet.PORT_BEAT``: one 16-byte slot).
+#: Bits of data per accelerator-port beat (``fusionfabric.sim.chiplet.PORT_BEAT``: one 16-byte slot).
 PORT_DATA_BITS = 128
-#: Message lengths in bytes by length code (= ``sim.chiplet.LENGTHS``), 4 beats per 64 bytes.
+#: Message lengths in bytes by length code (= ``fusionfabric.sim.chiplet.LENGTHS``), 4 beats per 64 bytes.
 PORT_LENGTHS = (64, 128, 192, 256)
 PORT_BEATS_PER_CODE = 4
 #: LFSR streams of the port generator and checker (:func:`seed_state`; 0..2 are the switch
@@ -443,7 +443,7 @@ class PortMessage:
 
 
 class PortGenModel:
-    """The WRITE messages a ``rtl.fabric.bist.PortTrafficGen`` issues, in order.
+    """The WRITE messages a ``fusionfabric.rtl.fabric.bist.PortTrafficGen`` issues, in order.
 
     Message k uses ``r_k``, the message LFSR's state after k + 1 advances of 31 bits
     (stream 3 of :func:`seed_state`): destination ``d = ((r_k & 0xFFFF) * (n - 1)) >> 16``,
@@ -481,11 +481,11 @@ class PortGenModel:
         return out
 
     def beats_of(self, msgs) -> list[int]:
-        """``sim.chiplet.PORT_BEAT`` words of ``msgs``: a WRITE with ``tag = seq & 0xFF``,
+        """``fusionfabric.sim.chiplet.PORT_BEAT`` words of ``msgs``: a WRITE with ``tag = seq & 0xFF``,
         ``addr = seq``, ``src`` = endpoint, data beat b = ``make_data(128, src, dest, seq,
         b)`` (``flip``: bit :data:`PORT_FLIP_BIT` inverted in message ``fault_at``). The
         caller numbers messages from 0 in ``msgs``' order for the planted flip."""
-        from sim.chiplet import PORT_BEAT, Opcode
+        from fusionfabric.sim.chiplet import PORT_BEAT, Opcode
         out = []
         for k, m in enumerate(msgs):
             flip = (1 << PORT_FLIP_BIT) if self.fault == "flip" and k == self.fault_at else 0
@@ -500,8 +500,8 @@ class PortGenModel:
 
 
 class PortCheckModel:
-    """Counters of a ``rtl.fabric.bist.PortTrafficCheck`` at ``endpoint`` after the
-    ``sim.chiplet.PORT_BEAT`` words fed so far (the rules of its docstring)."""
+    """Counters of a ``fusionfabric.rtl.fabric.bist.PortTrafficCheck`` at ``endpoint`` after the
+    ``fusionfabric.sim.chiplet.PORT_BEAT`` words fed so far (the rules of its docstring)."""
 
     def __init__(self, n_endpoints: int = 2, endpoint: int = 0):
         check_port_gen_params(n_endpoints, endpoint, PORT_LENGTHS[-1], 1)
@@ -512,7 +512,7 @@ class PortCheckModel:
         self.beat = self.seq = self.src = self.write = 0
 
     def feed(self, words) -> dict:
-        from sim.chiplet import PORT_BEAT, Opcode
+        from fusionfabric.sim.chiplet import PORT_BEAT, Opcode
         no_data = (Opcode.NULL, Opcode.READ, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK)
         c = self.c
         for w in words:

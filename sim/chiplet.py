@@ -1,7 +1,7 @@
 """Golden model of the chiplet link: TL packing, DL framing (exact bytes), CRC-32, link model.
 
 Pure numpy / Python (no amaranth, no cocotb). The bit layouts below are the single source of
-truth: the RTL in :mod:`rtl.chiplet` builds its ``StructLayout`` from them. The format is
+truth: the RTL in :mod:`fusionfabric.rtl.chiplet` builds its ``StructLayout`` from them. The format is
 documented in ``docs/protocol.md``.
 
 Units
@@ -31,8 +31,8 @@ from enum import IntEnum
 
 import numpy as np
 
-from sim.bitfields import Fields
-from sim.layouts import CHUNK_BITS, DEST_BITS, SRC_BITS, Dtype, Kind, Op
+from fusionfabric.sim.bitfields import Fields
+from fusionfabric.sim.layouts import CHUNK_BITS, DEST_BITS, SRC_BITS, Dtype, Kind, Op
 
 __all__ = [
     "SLOT_BITS", "SLOT_BYTES", "SLOTS_PER_TL", "TL_BYTES", "SEQ_BITS", "CREDIT_BITS",
@@ -173,7 +173,7 @@ def data_slots(opcode: int, length: int) -> int:
 
 
 def switch_kind(opcode: int) -> Kind:
-    """The ``sim.layouts.switch_flit`` kind a message travels as through the switch."""
+    """The ``fusionfabric.sim.layouts.switch_flit`` kind a message travels as through the switch."""
     op = Opcode(opcode)
     return {Opcode.MULTICAST: Kind.MULTICAST, Opcode.REDUCE: Kind.REDUCE}.get(op, Kind.UNICAST)
 
@@ -415,7 +415,7 @@ def check_phy_params(tl_per_dl: int, start_every: int) -> None:
 
 
 class PhyTx:
-    """Row by row model of :class:`rtl.chiplet.phy.PhyToPcs`.
+    """Row by row model of :class:`fusionfabric.rtl.chiplet.phy.PhyToPcs`.
 
     :meth:`row` gets the word offered this row (``(data, first)`` or None) and returns
     ``(row, consumed)``: ``row`` is ``("start",)``, ``("idle",)`` or ``("data", data)``.
@@ -456,7 +456,7 @@ class PhyTx:
 
 
 class PhyRx:
-    """Row by row model of :class:`rtl.chiplet.phy.PcsToPhy`.
+    """Row by row model of :class:`fusionfabric.rtl.chiplet.phy.PcsToPhy`.
 
     :meth:`row` takes a received row — ``("start",)``, ``("idle",)``, ``("data", d)`` or
     ``("error", d)`` (anything else: an ERROR block, a damaged row) — and returns the word

@@ -9,7 +9,7 @@ Transmit (:func:`transmit`, vectorized over blocks): a stream of rows of ``n_lan
 - scramble the payloads only, in stream order (row by row, lane 0 first) with the
   self-synchronizing scrambler G(x) = 1 + x^39 + x^58 (cl. 49.2.6): per bit in transmission
   order ``out = in ^ s[38] ^ s[57]``, then ``out`` shifts into ``s[0]`` (state integer: bit
-  ``k`` is ``s[k]``), i.e. the project's :mod:`sim.scrambler`.
+  ``k`` is ``s[k]``), i.e. the project's :mod:`fusionfabric.sim.scrambler`.
 - deal the blocks round robin to the lanes (row ``r``, lane ``k`` = block ``r*n_lanes + k``);
 - every ``am_period`` rows, one row of alignment markers (cl. 82.2.7): row 0 after reset is a
   marker row, then ``am_period - 1`` data rows, and so on. Markers are not scrambled and do
@@ -50,8 +50,8 @@ from enum import IntEnum
 
 import numpy as np
 
-from sim import scrambler as _scr
-from sim.bitfields import Fields
+from fusionfabric.sim import scrambler as _scr
+from fusionfabric.sim.bitfields import Fields
 
 __all__ = [
     "SYNC_DATA", "SYNC_CTRL", "WORD", "BLOCK", "CONTROL", "MARKER", "BlockType",
@@ -152,12 +152,12 @@ def check_serdes_width(serdes_width: int) -> None:
 
 # -- scrambler: the project's shared model (sim/scrambler.py), 64-bit words ---------------------
 def scramble(words, state: int = SCRAMBLER_INIT) -> tuple[list[int], int]:
-    """Scramble 64-bit payloads with :func:`sim.scrambler.scramble` (cl. 49.2.6)."""
+    """Scramble 64-bit payloads with :func:`fusionfabric.sim.scrambler.scramble` (cl. 49.2.6)."""
     return _scr.scramble([int(w) for w in words], 64, state)
 
 
 def descramble(words, state: int = 0) -> tuple[list[int], int]:
-    """Descramble 64-bit payloads with :func:`sim.scrambler.descramble`."""
+    """Descramble 64-bit payloads with :func:`fusionfabric.sim.scrambler.descramble`."""
     if len(words) == 0:
         return [], state
     return _scr.descramble([int(w) for w in words], 64, state)

@@ -12,7 +12,7 @@ with bit k holding ``b[t-1-k]`` (bit 0 the most recent bit): each step emits
 time. The sequence is not inverted (O.150 lists inverted variants for some patterns; XOR
 with all ones if you need one).
 
-Checker (:class:`PrbsChecker`, the same behaviour as ``rtl.prbs.PrbsChecker``):
+Checker (:class:`PrbsChecker`, the same behaviour as ``fusionfabric.rtl.prbs.PrbsChecker``):
 
 - **Hunting**: each received bit is predicted from the previously *received* bits
   (``p[t] = r[t-n] ^ r[t-m]``, a self-synchronizing prediction). After
@@ -34,7 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
-from sim.scrambler import bits_to_words, iir_fill
+from fusionfabric.sim.scrambler import bits_to_words, iir_fill
 
 __all__ = ["PRBS_TAPS", "LOCK_BITS", "BLOCK_BITS", "ERRORS_MAX", "prbs_taps",
            "prbs_bits_ref", "prbs_words", "predict_bits_ref", "gen_matrices",
@@ -95,7 +95,7 @@ def _words(bits: np.ndarray, width: int) -> list[int]:
 def prbs_words(order: int, data_width: int, count: int, state: int | None = None
                ) -> tuple[list[int], int]:
     """``count`` words of ``data_width`` bits (bit 0 first in time); vectorized with
-    :func:`sim.scrambler.iir_fill` (blocks of ``m`` bits, then of ``2^j m`` bits with the
+    :func:`fusionfabric.sim.scrambler.iir_fill` (blocks of ``m`` bits, then of ``2^j m`` bits with the
     squared polynomial). Returns ``(words, state_after)``."""
     m, n = prbs_taps(order)
     if int(data_width) < 1:

@@ -1,6 +1,6 @@
 """Golden model of the in-switch reduction units (pure numpy + ml_dtypes).
 
-The numerics and the order are the contract the RTL (:mod:`rtl.reduce`) is checked against,
+The numerics and the order are the contract the RTL (:mod:`fusionfabric.rtl.reduce`) is checked against,
 bit for bit; docs/reduction.md states them in prose.
 
 Order
@@ -11,7 +11,7 @@ Numerics
     IEEE 754 binary32/binary16 and bfloat16 as computed by numpy ``float32`` and
     ``ml_dtypes``: round to nearest even, subnormals kept, overflow to infinity,
     ``inf + -inf`` is NaN, and every NaN result is the canonical quiet NaN of the dtype
-    (:data:`sim.layouts.CANONICAL_QNAN`). MIN/MAX order ``-0 < +0`` and return the canonical
+    (:data:`fusionfabric.sim.layouts.CANONICAL_QNAN`). MIN/MAX order ``-0 < +0`` and return the canonical
     NaN if either input is NaN. fp16/bf16 accumulate in fp32 and round once at the end
     (``acc::f32``) unless ``native``, which rounds to the narrow type after every operation.
     INT32 SUM wraps modulo 2**32; INT32 MIN/MAX are signed, UINT32 unsigned.
@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import ml_dtypes
 import numpy as np
 
-from sim.layouts import CANONICAL_QNAN, DTYPE_BITS, Dtype, Op
+from fusionfabric.sim.layouts import CANONICAL_QNAN, DTYPE_BITS, Dtype, Op
 
 __all__ = [
     "tree_reduce", "tree_shape", "combine", "reduce_bits", "elements_per_flit",

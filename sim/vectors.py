@@ -15,11 +15,11 @@ __all__ = ["all_vectors"]
 
 
 def all_vectors() -> dict:
-    import sim
+    from fusionfabric import sim
 
     found = {}
-    for info in pkgutil.walk_packages(sim.__path__, prefix="sim."):
-        if info.name.startswith("sim.commands") or info.name in ("sim.cli", "sim.vectors"):
+    for info in pkgutil.walk_packages(sim.__path__, prefix="fusionfabric.sim."):
+        if info.name == "fusionfabric.sim.vectors":
             continue
         module = importlib.import_module(info.name)
         for name, fn in getattr(module, "VECTORS", {}).items():

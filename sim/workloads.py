@@ -3,7 +3,7 @@
 Pure numpy + ml_dtypes (no amaranth, no cocotb). A :class:`Workload` is an event-driven
 accelerator behaviour that a testbench (``tb/fabric``) or the pure-Python
 :class:`IdealNetwork` plays on every endpoint of the fabric. It only sees
-:class:`sim.chiplet.Message` objects, exactly as the accelerator port carries them
+:class:`fusionfabric.sim.chiplet.Message` objects, exactly as the accelerator port carries them
 (docs/protocol.md), so the same workload runs unchanged on the RTL fabric and here.
 docs/demo.md describes the workloads, the orders of reduction and the checks.
 
@@ -14,7 +14,7 @@ Interface (the fabric testbench codes against these names)
     Builds every endpoint's data from ``np.random.default_rng([seed, stream])``.
 ``config_writes() -> list[dict]``
     Group-table writes to make before traffic: each dict has ``group`` and every field
-    of ``sim.layouts.group_entry(n_endpoints)`` (``members, op, dtype, mode, root,
+    of ``fusionfabric.sim.layouts.group_entry(n_endpoints)`` (``members, op, dtype, mode, root,
     native, valid``) as ints, i.e. ``config_layout(n)`` = ``{group, entry}`` with
     ``entry = group_entry(n).pack(**{k: v for k, v in d.items() if k != "group"})``.
 ``start(e) -> list[Message]``
@@ -57,7 +57,7 @@ Workloads
 
 Example::
 
-    >>> from sim.workloads import AllReduceInNetwork, IdealNetwork
+    >>> from fusionfabric.sim.workloads import AllReduceInNetwork, IdealNetwork
     >>> w = AllReduceInNetwork(8, seed=1, n_elems=1024)
     >>> res = IdealNetwork(8, seed=1).run(w)
     >>> w.check()                      # bit-exact against sim.reduce, every endpoint
@@ -74,9 +74,9 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from sim import reduce as red
-from sim.chiplet import LENGTHS, SLOT_BYTES, Message, Opcode, data_slots, length_code
-from sim.layouts import CHUNK_BITS, Dtype, Mode, Op
+from fusionfabric.sim import reduce as red
+from fusionfabric.sim.chiplet import LENGTHS, SLOT_BYTES, Message, Opcode, data_slots, length_code
+from fusionfabric.sim.layouts import CHUNK_BITS, Dtype, Mode, Op
 
 __all__ = [
     "Workload", "AllReduceInNetwork", "AllReduceRing", "MoEAllToAll", "IdealNetwork",
@@ -744,8 +744,8 @@ class IdealNetwork:
     Routing follows the switch: unicast (``dest`` = endpoint), MULTICAST to every member of
     group ``dest``; REDUCE messages are split into 16-byte granules, granule ``k`` being
     chunk ``chunk + k`` of unit ``(chunk + k) mod n``; when every member has contributed,
-    the result (``sim.reduce.reduce_bits`` in member-rank order, the group's op, dtype and
-    native) is ready ``sim.reduce.unit_latency(k, n)`` cycles later and goes to every
+    the result (``fusionfabric.sim.reduce.reduce_bits`` in member-rank order, the group's op, dtype and
+    native) is ready ``fusionfabric.sim.reduce.unit_latency(k, n)`` cycles later and goes to every
     member (ALLREDUCE) or the root (REDUCE), packed on each downlink as RESULT messages of
     up to 4 granules (:func:`result_message`, whatever is waiting). A duplicate
     contribution, a non-member, an invalid group, or more than ``n_chunks`` chunks open

@@ -1,1 +1,1 @@
-"""cocotb testbenches; ``tb.common`` is the shared verification kit."""
+"""cocotb testbenches; ``fusionfabric.tb.common`` is the shared verification kit."""

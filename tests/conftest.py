@@ -1,15 +1,14 @@
 """pytest configuration: a closing table of every cocotb run with its simulator and seed."""
 
 import json
-import os
 import time
-from pathlib import Path
+from fusionfabric.paths import build_root
 
 _START = time.time()
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    root = Path(os.environ.get("FF_BUILD", Path(__file__).resolve().parents[1] / "build"))
+    root = build_root()
     runs = []
     for f in root.glob("rtl/*/*/runs/*/summary.json"):
         if f.stat().st_mtime < _START:

@@ -3,8 +3,8 @@ only, on Icarus and Verilator; planted faults at checker 0 counted exactly."""
 
 import pytest
 
-from tb.bist.harness import BistHarness
-from tb.common import runner
+from fusionfabric.tb.bist.harness import BistHarness
+from fusionfabric.tb.common import runner
 
 SIMS = ["icarus", "verilator"]
 
@@ -28,7 +28,7 @@ CASES = {  # id: (harness params, test args, {sim: "ci" or "soak"})
 
 
 def _run(sim, params, args, **kw):
-    return runner.run("bist-harness", "tb.bist.test_bist", params,
+    return runner.run("bist-harness", "fusionfabric.tb.bist.test_bist", params,
                       component=BistHarness(**params), sim=sim,
                       test_args={"poll": 500, **args}, **kw)
 
@@ -63,7 +63,7 @@ def test_bist_planted_fault_fails_a_clean_expectation():
     # the same drop, but the test is told nothing was planted: it must fail, naming it
     params = dict(n_ports=3, max_len=4, seed=2, fault="drop")
     with pytest.raises(runner.CocotbFailure, match=r"checker 0 errors \(1, 0, 0\)"):
-        runner.run("bist-harness", "tb.bist.test_bist", {**params, "fault": "none"},
+        runner.run("bist-harness", "fusionfabric.tb.bist.test_bist", {**params, "fault": "none"},
                    component=BistHarness(**params), sim="icarus",
                    test_args=dict(load=200, stall=30, budget=60, poll=500),
                    planted_fault=True)
@@ -73,12 +73,12 @@ def test_bist_planted_fault_fails_a_clean_expectation():
 def test_bench_reference_tests_still_run():
     # the two reference tests of bench/bist_speed.py, short: the per-cycle-Python test of
     # the bare switch (model traffic, KeyedScoreboard) and the cocotb wait-only floor
-    from rtl.blocks import get_block
+    from fusionfabric.rtl.blocks import get_block
     sw = dict(n_ports=4, data_width=64, depth=4, mode="voq", out_depth=4)
-    runner.run("switch", "tb.bist.test_speed", sw, component=get_block("switch").build(**sw),
+    runner.run("switch", "fusionfabric.tb.bist.test_speed", sw, component=get_block("switch").build(**sw),
                sim="icarus", testcase="test_python_scoreboard",
                test_args=dict(budget=20, max_len=4, load=200, stall=40))
     params, _, _ = CASES["p4-len4-uniform"]
-    runner.run("bist-harness", "tb.bist.test_speed", params,
+    runner.run("bist-harness", "fusionfabric.tb.bist.test_speed", params,
                component=BistHarness(**params), sim="icarus", testcase="test_wait_only",
                test_args=dict(cycles=1000, load=200, stall=40))

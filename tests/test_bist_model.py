@@ -1,13 +1,13 @@
-"""sim.bist: LFSR, signature filler, generator and checker models (no simulator)."""
+"""fusionfabric.sim.bist: LFSR, signature filler, generator and checker models (no simulator)."""
 
 import numpy as np
 import pytest
 
-from sim import bist
-from sim.bist import (LFSR_ORDER, SIG_BITS, SIGNATURE, TrafficCheckModel, TrafficGenModel,
+from fusionfabric.sim import bist
+from fusionfabric.sim.bist import (LFSR_ORDER, SIG_BITS, SIGNATURE, TrafficCheckModel, TrafficGenModel,
                       advance_matrix, apply_matrix, filler_matrix, filler_ref, lfsr_step,
                       make_data, make_data_array, seed_state, splitmix64)
-from sim.layouts import switch_flit
+from fusionfabric.sim.layouts import switch_flit
 
 
 def _gf2_matpow(a, e):
@@ -220,7 +220,7 @@ def test_checker_bad_params():
 
 
 def test_vectors_command_matches_model():
-    from sim.vectors import all_vectors
+    from fusionfabric.sim.vectors import all_vectors
 
     doc = all_vectors()["bist-gen"]({"n_ports": "3", "max_len": "5", "port": "1"}, 11, 20)
     want = TrafficGenModel(64, 3, 1, 5, seed=11)

@@ -1,14 +1,14 @@
-"""rtl.bist in Amaranth's simulator: the generator's flits equal the sim.bist model bit for
+"""fusionfabric.rtl.bist in Amaranth's simulator: the generator's flits equal the sim.bist model bit for
 bit, and the checker counts zero errors on clean traffic and exactly the injected ones."""
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.bist import TrafficCheck, TrafficGen
-from rtl.blocks import BlockError, get_block
-from sim.bist import TrafficCheckModel, TrafficGenModel
-from sim.layouts import switch_flit
+from fusionfabric.rtl.bist import TrafficCheck, TrafficGen
+from fusionfabric.rtl.blocks import BlockError, get_block
+from fusionfabric.sim.bist import TrafficCheckModel, TrafficGenModel
+from fusionfabric.sim.layouts import switch_flit
 
 
 def _run(dut, bench):

@@ -1,13 +1,13 @@
-"""sim.bitfields and rtl.blocks: shared layouts agree with Amaranth's StructLayout; the
+"""fusionfabric.sim.bitfields and rtl.blocks: shared layouts agree with Amaranth's StructLayout; the
 registry parses and rejects parameters with messages naming the bad value."""
 
 import numpy as np
 import pytest
 from amaranth.hdl import Const
 
-from rtl.blocks import Block, BlockError, Param, parse_sets
-from sim.bitfields import FieldError, Fields
-from sim.layouts import group_entry, switch_flit
+from fusionfabric.rtl.blocks import Block, BlockError, Param, parse_sets
+from fusionfabric.sim.bitfields import FieldError, Fields
+from fusionfabric.sim.layouts import group_entry, switch_flit
 
 
 @pytest.mark.parametrize("fields", [switch_flit(64), switch_flit(1), group_entry(72),

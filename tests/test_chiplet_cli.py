@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from sim.cli import main
+from fusionfabric.cli import main
 
 
 @pytest.mark.parametrize("argv,word", [
@@ -47,7 +47,7 @@ def test_link_runs_and_reports_zero_loss_at_1e_4(capsys):
 
 
 def test_vectors_flit_match_model(capsys):
-    from sim import chiplet as C
+    from fusionfabric.sim import chiplet as C
     assert main(["vectors", "flit", "--count", "3", "--seed", "2"]) == 0
     doc = json.loads(capsys.readouterr().out)
     for v in doc["vectors"]:

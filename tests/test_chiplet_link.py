@@ -8,13 +8,13 @@ CI keeps the runs short (Icarus is slow on this design); the sweep is in the soa
 
 import pytest
 
-from tb.chiplet.harness import ChipletPair, ChipletPcsPair
-from tb.common import runner
+from fusionfabric.tb.chiplet.harness import ChipletPair, ChipletPcsPair
+from fusionfabric.tb.common import runner
 
 
 def _run(params, sim, args):
     """The pair is a test harness, not a registered block: pass it as a component."""
-    return runner.run("chiplet-pair", "tb.chiplet.test_link", params, sim=sim,
+    return runner.run("chiplet-pair", "fusionfabric.tb.chiplet.test_link", params, sim=sim,
                       component=ChipletPair(**params), test_args=args)
 
 CASES = [
@@ -50,7 +50,7 @@ def test_link_through_pcs():
     """Both directions through the 64b/66b PCS (2 lanes, START blocks delimit DL flits,
     link_up from PCS lock), bit errors on the raw lanes (sync headers included) and a PHY
     link drop: zero loss, duplication or corruption."""
-    result = runner.run("chiplet-pcs-pair", "tb.chiplet.test_link", {}, sim="icarus",
+    result = runner.run("chiplet-pcs-pair", "fusionfabric.tb.chiplet.test_link", {}, sim="icarus",
                         component=ChipletPcsPair(),
                         test_args={"n": 16, "ber": 1e-4, "link_drops": 1, "pcs": True})
     assert result.tests and not result.failed
@@ -60,7 +60,7 @@ def test_link_through_pcs():
 @pytest.mark.soak
 @pytest.mark.parametrize("sim", ["icarus", "verilator"])
 def test_link_through_pcs_soak(sim):
-    result = runner.run("chiplet-pcs-pair", "tb.chiplet.test_link", {}, sim=sim,
+    result = runner.run("chiplet-pcs-pair", "fusionfabric.tb.chiplet.test_link", {}, sim=sim,
                         component=ChipletPcsPair(),
                         test_args={"n": 150, "ber": 1e-4, "link_drops": 2, "burst": 32,
                                    "dark_events": 1, "pcs": True})

@@ -5,8 +5,8 @@ import zlib
 import numpy as np
 import pytest
 
-from sim import chiplet as C
-from sim.chiplet import DLHeader, Message, Opcode
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.chiplet import DLHeader, Message, Opcode
 
 
 def test_crc32_check_value():

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.chiplet import PcsToPhy, PhyToPcs
-from sim import chiplet as C
-from sim.pcs import BlockType, control_word
+from fusionfabric.rtl.chiplet import PcsToPhy, PhyToPcs
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.pcs import BlockType, control_word
 
 
 def _flits(rng, n_flits, tl_per_dl, p_gap):

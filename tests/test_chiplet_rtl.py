@@ -7,10 +7,10 @@ import pytest
 from amaranth.lib import crc as acrc
 from amaranth.sim import Simulator
 
-from rtl.blocks import BlockError, get_block
-from rtl.chiplet import DataLinkTx, TransactionTx
-from sim import chiplet as C
-from sim.chiplet import DLHeader, Opcode
+from fusionfabric.rtl.blocks import BlockError, get_block
+from fusionfabric.rtl.chiplet import DataLinkTx, TransactionTx
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.chiplet import DLHeader, Opcode
 
 
 def _run(dut, bench, cycles_s=1e-8):
@@ -24,9 +24,9 @@ def test_dl_crc_on_foundation_crc_matches_zlib_and_amaranth_lib_crc():
     """The DL's CRC (rtl.crc.Crc("crc32", 128), as dl_tx/dl_rx use it: one slot per beat,
     the trailer a partial last beat of 12 bytes) == zlib.crc32 == sim.chiplet.crc32 ==
     amaranth.lib.crc CRC32_ISO_HDLC over the same bytes; a whole DL flit from
-    sim.chiplet.dl_frame (CRC field included) gives ``match``, and one flipped bit does not."""
+    fusionfabric.sim.chiplet.dl_frame (CRC field included) gives ``match``, and one flipped bit does not."""
     from amaranth import Module
-    from rtl.crc import Crc
+    from fusionfabric.rtl.crc import Crc
     m = Module()
     m.submodules.mine = mine = Crc("crc32", 128)
     m.submodules.ref = ref = acrc.catalog.CRC32_ISO_HDLC(8).create()

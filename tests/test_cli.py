@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-import rtl.blocks
-from rtl.blocks import Block, Param, all_blocks
-from sim.cli import main
+from fusionfabric.rtl import blocks as rtl_blocks
+from fusionfabric.rtl.blocks import Block, Param, all_blocks
+from fusionfabric.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK_NAMES = list(all_blocks())
@@ -34,7 +34,7 @@ def kit_block(monkeypatch):
                   params=[Param("width", int, 16, "word width"),
                           Param("fault", str, "none", "planted bug",
                                 choices=("none", "corrupt", "stall"))])
-    monkeypatch.setattr(rtl.blocks, "_CACHE", {**all_blocks(), block.name: block})
+    monkeypatch.setattr(rtl_blocks, "_CACHE", {**all_blocks(), block.name: block})
     return block
 
 
@@ -209,12 +209,12 @@ def test_port_map_matches_verilog(tmp_path, capsys, kit_block, name):
 
 _GEN_ALL = """
 import sys
-import rtl.blocks
-from rtl.blocks import Block, Param, all_blocks
-from sim.cli import main
+from fusionfabric.rtl import blocks as rtl_blocks
+from fusionfabric.rtl.blocks import Block, Param, all_blocks
+from fusionfabric.cli import main
 from tests.kit_dut import KitIncrement
 kit = Block("kit-increment", KitIncrement, params=[Param("width", int, 16)])
-rtl.blocks._CACHE = {**all_blocks(), kit.name: kit}
+rtl_blocks._CACHE = {**all_blocks(), kit.name: kit}
 out = sys.argv[1]
 for name, block in all_blocks().items():
     sets = [a for k, v in block.ci_params.items() for a in ("--set", f"{k}={v}")]
@@ -247,7 +247,7 @@ def test_generate_is_deterministic(tmp_path):
 # ---- vectors -----------------------------------------------------------------------------
 
 def _vector_names():
-    from sim.vectors import all_vectors
+    from fusionfabric.sim.vectors import all_vectors
 
     return list(all_vectors())
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from sim.chiplet import Opcode
-from sim.cli import main
-from sim.commands import demo
+from fusionfabric.sim.chiplet import Opcode
+from fusionfabric.cli import main
+from fusionfabric.commands import demo
 
 FAST = ["--endpoints", "4", "--elems", "256", "--tokens", "8", "--d-model", "64"]
 
@@ -57,7 +57,7 @@ def test_json_output_and_subset(capsys, tmp_path):
 
 
 def test_mismatch_exits_1_and_names_the_seed(capsys, tmp_path, monkeypatch):
-    import sim.workloads as wl
+    import fusionfabric.sim.workloads as wl
 
     class Corrupting(wl.IdealNetwork):
         def __init__(self, *a, **kw):
@@ -84,7 +84,7 @@ def _stand_in_params(args, n):
 
 
 def test_fabric_params_come_from_the_block():
-    from rtl.blocks import all_blocks, get_block
+    from fusionfabric.rtl.blocks import all_blocks, get_block
 
     if "fabric" not in all_blocks():
         pytest.skip("the fabric block is not registered")
@@ -97,7 +97,7 @@ def test_fabric_params_come_from_the_block():
 
 
 def demo_args(*argv):
-    from sim.cli import build_parser
+    from fusionfabric.cli import build_parser
     return build_parser().parse_args(["demo", *argv])
 
 
@@ -105,8 +105,8 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     """The demo hands the fabric testbench the workload, seed, parameters, faults and a
     result file, and reads the schema back (here a runner that plays the workload on the
     ideal network and writes that file, as the testbench does)."""
-    from sim.workloads import IdealNetwork, make_workload, result_record
-    from tb.common import runner
+    from fusionfabric.sim.workloads import IdealNetwork, make_workload, result_record
+    from fusionfabric.tb.common import runner
 
     calls = []
 
@@ -132,7 +132,7 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     assert rc == 0, out
     assert len(calls) == 4                        # 2 workloads x (clean, faults)
     c = calls[-1]
-    assert c["block"] == "fabric" and c["module"] == "tb.fabric.test_fabric"
+    assert c["block"] == "fabric" and c["module"] == "fusionfabric.tb.fabric.test_fabric"
     assert c["vpi"] == "top"          # the Verilator build that fits the 8-endpoint fabric
     assert c["sim"] == "icarus" and c["seed"] == 4 and c["waves"] is False
     assert c["params"]["n_endpoints"] == 4 and c["params"]["n_chunks"] == 4
@@ -156,7 +156,7 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
 
 
 def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
-    from tb.common import runner
+    from fusionfabric.tb.common import runner
 
     def failing_run(*a, **kw):
         raise runner.CocotbFailure("cocotb tb.fabric.test_fabric failed (seed 4)\n"
@@ -202,7 +202,7 @@ def test_bad_values_exit_2(capsys, tmp_path, argv, match):
 
 
 def test_regress_command_keeps_the_old_demo():
-    from sim.cli import build_parser
+    from fusionfabric.cli import build_parser
 
     args = build_parser().parse_args(["regress", "--no-regress", "--sim", "icarus"])
     assert args.command == "regress" and args.no_regress
@@ -211,7 +211,7 @@ def test_regress_command_keeps_the_old_demo():
 def test_testbench_report_schema_is_read(capsys, tmp_path, monkeypatch):
     """A record in the shape of tb/fabric's FabricTB.report (per-endpoint counters, no
     ``stats``): bytes, goodput, CRC errors and flips come from ``endpoints``."""
-    from tb.common import runner
+    from fusionfabric.tb.common import runner
 
     def fake_run(block, module, params, *, test_args, **kw):
         eps = [{"endpoint": e, "sent_bytes": 512, "received_bytes": 512 + 64 * e,

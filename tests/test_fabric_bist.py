@@ -1,8 +1,8 @@
 """Fabric BIST (rtl/fabric/bist.py, block ``fabric-bist``).
 
-Amaranth-simulator unit tests: the port generator's beats equal ``sim.bist.PortGenModel``
+Amaranth-simulator unit tests: the port generator's beats equal ``fusionfabric.sim.bist.PortGenModel``
 bit for bit (also with its planted faults), and the port checker's counters equal
-``sim.bist.PortCheckModel`` on clean traffic and on traffic with injected drops,
+``fusionfabric.sim.bist.PortCheckModel`` on clean traffic and on traffic with injected drops,
 duplicates, flipped bits, wrong destinations, non-WRITE messages and response beats.
 
 cocotb (tb/fabric/test_bist.py, counters only): two endpoints on Icarus in CI, clean with
@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.blocks import BlockError, get_block
-from rtl.fabric.bist import FabricBist, PortTrafficCheck, PortTrafficGen
-from sim.bist import PORT_FLIP_BIT, PortCheckModel, PortGenModel, port_traffic
-from sim.chiplet import PORT_BEAT, Opcode
+from fusionfabric.rtl.blocks import BlockError, get_block
+from fusionfabric.rtl.fabric.bist import FabricBist, PortTrafficCheck, PortTrafficGen
+from fusionfabric.sim.bist import PORT_FLIP_BIT, PortCheckModel, PortGenModel, port_traffic
+from fusionfabric.sim.chiplet import PORT_BEAT, Opcode
 
 
 def _run(dut, bench):
@@ -269,11 +269,11 @@ def test_port_traffic_reference():
 
 
 # -- cocotb: tb/fabric/test_bist.py -------------------------------------------------------------
-TB = "tb.fabric.test_bist"
+TB = "fusionfabric.tb.fabric.test_bist"
 
 
 def _cocotb(params, args, sim="icarus", tmp_path=None, name=None):
-    from tb.common import runner
+    from fusionfabric.tb.common import runner
     report = tmp_path / "bist.json"
     # the test reads top-level ports only: Verilator needs no VPI below the top
     kw = {"vpi": "top"} if sim == "verilator" else {}

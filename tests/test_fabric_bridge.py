@@ -8,11 +8,11 @@ import pytest
 from amaranth import Module
 from amaranth.sim import Simulator
 
-from rtl.fabric.bridge import EgressBridge, IngressBridge, ResultPacker
-from rtl.fabric.fault import LaneFault, threshold_ber, xorshift32_step
-from sim import chiplet as C
-from sim.chiplet import PORT_BEAT, Message, Opcode
-from sim.layouts import Kind, switch_flit
+from fusionfabric.rtl.fabric.bridge import EgressBridge, IngressBridge, ResultPacker
+from fusionfabric.rtl.fabric.fault import LaneFault, threshold_ber, xorshift32_step
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.chiplet import PORT_BEAT, Message, Opcode
+from fusionfabric.sim.layouts import Kind, switch_flit
 
 FLIT = switch_flit(128)
 
@@ -366,7 +366,7 @@ def test_lane_fault_ber_and_slip():
     sim.run()
     _, flips, stream = out.pop()
     # reference: the generator after reset steps once per cycle; cycle t uses step t+1
-    from rtl.fabric.fault import _seed
+    from fusionfabric.rtl.fabric.fault import _seed
     x = _seed(5, 1)
     want = 0
     for _ in range(cycles):

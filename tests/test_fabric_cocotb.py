@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from tb.common import runner
+from fusionfabric.tb.common import runner
 
-TB = "tb.fabric.test_fabric"
+TB = "fusionfabric.tb.fabric.test_fabric"
 CI_PARAMS = {"n_endpoints": 2}
 
 

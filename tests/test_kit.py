@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from tb.common import runner
-from tb.common.scoreboard import InOrderScoreboard, KeyedScoreboard, ScoreboardError
+from fusionfabric.tb.common import runner
+from fusionfabric.tb.common.scoreboard import InOrderScoreboard, KeyedScoreboard, ScoreboardError
 from tests.kit_dut import KitIncrement
 
 SIMS = ["icarus", "verilator"]
@@ -17,7 +17,7 @@ SIMS = ["icarus", "verilator"]
 @pytest.mark.parametrize("width", [1, 16, 70], ids=lambda w: f"w{w}")
 def test_kit_passes(sim, width):
     params = {"width": width}
-    result = runner.run("kit", "tb.kit.test_kit", params,
+    result = runner.run("kit", "fusionfabric.tb.kit.test_kit", params,
                         component=KitIncrement(**params), sim=sim, test_args={"count": 200})
     assert [t["status"] for t in result.tests] == ["passed"]
     summary = json.loads((result.test_dir / "summary.json").read_text())
@@ -30,7 +30,7 @@ def test_kit_passes(sim, width):
 def test_kit_reports_mismatch_with_seed(sim):
     params = {"width": 16, "fault": "corrupt"}
     with pytest.raises(runner.CocotbFailure) as info:
-        runner.run("kit", "tb.kit.test_kit", params, component=KitIncrement(**params),
+        runner.run("kit", "fusionfabric.tb.kit.test_kit", params, component=KitIncrement(**params),
                    sim=sim, seed=12345, planted_fault=True)
     text = str(info.value)
     assert "seed 12345" in text and "SEED=12345" in text
@@ -41,7 +41,7 @@ def test_kit_reports_mismatch_with_seed(sim):
 def test_kit_watchdog_fires():
     params = {"width": 16, "fault": "stall"}
     with pytest.raises(runner.CocotbFailure) as info:
-        runner.run("kit", "tb.kit.test_kit", params, component=KitIncrement(**params),
+        runner.run("kit", "fusionfabric.tb.kit.test_kit", params, component=KitIncrement(**params),
                    sim="icarus", test_args={"stall_cycles": 100},
                    planted_fault=True)
     assert "no progress for 100 cycles" in str(info.value)
@@ -91,7 +91,7 @@ def test_keyed_scoreboard():
 @pytest.mark.cocotb
 @pytest.mark.parametrize("sim", SIMS)
 def test_kit_waves(sim):
-    result = runner.run("kit", "tb.kit.test_kit", {"width": 8}, component=KitIncrement(8),
+    result = runner.run("kit", "fusionfabric.tb.kit.test_kit", {"width": 8}, component=KitIncrement(8),
                         sim=sim, waves=True, test_args={"count": 20})
     sim_dir = result.test_dir.parents[1]
     assert sim_dir.name == f"{sim}-waves"
@@ -108,4 +108,4 @@ def test_verilator_opt_level(monkeypatch):
     with pytest.raises(ValueError, match="FF_VERILATOR_OPT='fast'"):
         runner._top_opt()
     with pytest.raises(ValueError, match="vpi='some'"):
-        runner.run("kit", "tb.kit.test_kit", vpi="some")
+        runner.run("kit", "fusionfabric.tb.kit.test_kit", vpi="some")

@@ -1,6 +1,6 @@
 """Lint: every registered block's Verilog passes ``verilator --lint-only -Wall``.
 
-Blocks are discovered at collection time from :func:`rtl.blocks.all_blocks`, so a block
+Blocks are discovered at collection time from :func:`fusionfabric.rtl.blocks.all_blocks`, so a block
 added later is linted without touching this file. The waiver machinery itself is checked
 on planted designs: a waived class passes, a real warning (a warning on a top-level port,
 a width mismatch in hand-written Verilog) fails.
@@ -14,9 +14,9 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.blocks import all_blocks
-from rtl.export import to_verilog
-from sim import lint
+from fusionfabric.rtl.blocks import all_blocks
+from fusionfabric.rtl.export import to_verilog
+from fusionfabric.sim import lint
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "lint.md"
 
@@ -124,7 +124,7 @@ def test_switch_72_ports_lints_clean():
 
 def test_lint_block_path_on_a_test_block():
     """The registry path (configs, build, lint) on the kit's test component."""
-    from rtl.blocks import Block, Param
+    from fusionfabric.rtl.blocks import Block, Param
     from tests.kit_dut import KitIncrement
 
     block = Block("kit-increment", KitIncrement,

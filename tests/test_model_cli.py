@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from sim.cli import main
-from sim.fabric.config import ConfigError, load_config
+from fusionfabric.cli import main
+from fusionfabric.sim.fabric.config import ConfigError, load_config
 
 
 def run_cli(capsys, *argv):

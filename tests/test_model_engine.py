@@ -5,11 +5,11 @@ drops; reproducibility and batch independence."""
 import numpy as np
 import pytest
 
-from sim.fabric import kernel
-from sim.fabric.config import LinkParams, SwitchParams, load_config
-from sim.fabric.engine import Fabric
-from sim.fabric.exact import random_trace, run_trace
-from sim.fabric.run import run_sweep
+from fusionfabric.sim.fabric import kernel
+from fusionfabric.sim.fabric.config import LinkParams, SwitchParams, load_config
+from fusionfabric.sim.fabric.engine import Fabric
+from fusionfabric.sim.fabric.exact import random_trace, run_trace
+from fusionfabric.sim.fabric.run import run_sweep
 
 ENGINES = ["numpy"] + (["numba"] if kernel.HAVE_NUMBA else [])
 

@@ -11,14 +11,14 @@ for long stretches). A mismatch prints the first diverging departure and its cyc
 import numpy as np
 import pytest
 
-from sim.fabric.exact import random_trace, ready_pattern
-from tb.common.runner import run
+from fusionfabric.sim.fabric.exact import random_trace, ready_pattern
+from fusionfabric.tb.common.runner import run
 
 pytestmark = pytest.mark.cocotb
 
 
 def _params(n, mode="voq", depth=4, iterations=0, out_depth=4):
-    from sim.fabric.config import max_iterations
+    from fusionfabric.sim.fabric.config import max_iterations
     return {"n_ports": n, "data_width": 64, "depth": depth,
             "iterations": iterations or min(3, max_iterations(n)), "mode": mode,
             "out_depth": out_depth, "n_groups": 4, "reduce": False}
@@ -80,20 +80,20 @@ def test_model_matches_rtl_cycle_for_cycle(n, mode, kind, sim):
     args = {"packets": [list(map(int, p)) for p in packets], "cycles": cycles,
             "groups": {str(g): m for g, m in groups.items()},
             "ready": None if ready is None else ready.astype(int).tolist()}
-    run("switch", "tb.model.test_switch_exact", _params(n, mode), sim=sim, test_args=args)
+    run("switch", "fusionfabric.tb.model.test_switch_exact", _params(n, mode), sim=sim, test_args=args)
 
 
 def test_planted_model_fault_is_caught_with_first_diverging_cycle():
     """The checker's own test: a model with 1 iSLIP round against RTL with 2 must fail,
     naming the first diverging cycle."""
-    from tb.common.runner import CocotbFailure
+    from fusionfabric.tb.common.runner import CocotbFailure
 
     packets, cycles, groups, ready = _trace("random", 4, seed=5)
     args = {"packets": [list(map(int, p)) for p in packets], "cycles": cycles,
             "groups": {str(g): m for g, m in groups.items()},
             "ready": ready.astype(int).tolist(), "model_override": {"iterations": 1}}
     with pytest.raises(CocotbFailure, match=r"diverge at departure #\d+, cycle \d+"):
-        run("switch", "tb.model.test_switch_exact", _params(4, "voq", iterations=2),
+        run("switch", "fusionfabric.tb.model.test_switch_exact", _params(4, "voq", iterations=2),
             sim="icarus", test_args=args, planted_fault=True)
 
 
@@ -110,4 +110,4 @@ def test_soak_model_matches_rtl(n, mode, kind, sim, seed):
     args = {"packets": [list(map(int, p)) for p in packets], "cycles": cycles,
             "groups": {str(g): m for g, m in groups.items()},
             "ready": None if ready is None else ready.astype(int).tolist()}
-    run("switch", "tb.model.test_switch_exact", _params(n, mode), sim=sim, test_args=args)
+    run("switch", "fusionfabric.tb.model.test_switch_exact", _params(n, mode), sim=sim, test_args=args)

@@ -2,10 +2,10 @@
 
 import pytest
 
-from sim.fabric.collective import collective
-from sim.fabric.reduction import reduce_unit_latency
-from sim.fabric.config import PhysParams, load_config
-from sim.fabric.phys import packet_efficiency, port_rate, rack_report
+from fusionfabric.sim.fabric.collective import collective
+from fusionfabric.sim.fabric.reduction import reduce_unit_latency
+from fusionfabric.sim.fabric.config import PhysParams, load_config
+from fusionfabric.sim.fabric.phys import packet_efficiency, port_rate, rack_report
 
 
 def test_nvlink6_rack_aggregate_is_259_2_TBps():
@@ -58,7 +58,7 @@ def test_link_limits_show_in_collectives():
 
 
 def test_reduce_unit_latency_matches_rtl_formula():
-    from rtl.reduce.unit import ReductionUnit
+    from fusionfabric.rtl.reduce.unit import ReductionUnit
     for n in (2, 3, 8, 72):
         unit = ReductionUnit(n_ports=min(n, 128))
         assert reduce_unit_latency(n) == unit.latency(n)

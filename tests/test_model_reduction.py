@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from sim.fabric.reduction import reduce_unit_latency, switch_allreduce_cycles
+from fusionfabric.sim.fabric.reduction import reduce_unit_latency, switch_allreduce_cycles
 
 
 def naive(n, m, rho, hop):
@@ -62,8 +62,8 @@ def test_agrees_with_the_rtl_all_reduce_benchmark():
     """docs/switch.md (bench/switch_throughput.py, reduce=True RTL at 8 ports, 2,048
     flits per port, every port in the same chunk order): 2,095 cycles in-network and
     3,586 for the ring. The behavioural model must land within 1 %."""
-    from sim.fabric.collective import collective
-    from sim.fabric.config import load_config
+    from fusionfabric.sim.fabric.collective import collective
+    from fusionfabric.sim.fabric.config import load_config
 
     assert abs(switch_allreduce_cycles(8, 2048, 1.0, 2) - 2095) <= 0.01 * 2095
     cfg = load_config(None, ["n_ports=8", "phys.payload_bytes=4", "phys.flit_bytes=4"])

@@ -16,8 +16,8 @@ import math
 
 import pytest
 
-from sim.fabric.config import load_config
-from sim.fabric.run import run_sweep
+from fusionfabric.sim.fabric.config import load_config
+from fusionfabric.sim.fabric.run import run_sweep
 
 
 def saturation(n, mode="voq", cycles=20_000, depth=16, iterations=0, seed=1):

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from sim.fabric.config import TrafficParams
-from sim.fabric.traffic import (expert_ports, make_generator, point_rng, transpose_map,
+from fusionfabric.sim.fabric.config import TrafficParams
+from fusionfabric.sim.fabric.traffic import (expert_ports, make_generator, point_rng, transpose_map,
                                 zipf_weights)
 
 

@@ -3,8 +3,8 @@
 
 import pytest
 
-from tb.common import runner
-from tb.pcs.loopback import PcsLoopback
+from fusionfabric.tb.common import runner
+from fusionfabric.tb.pcs.loopback import PcsLoopback
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
@@ -34,7 +34,7 @@ SOAK = [(sim, n, p, s, 512, w) for sim in ("icarus", "verilator") for n in (1, 2
 def _run(sim, n, period, skew, window, width, args=None, testcase=None):
     params = {"n_lanes": n, "am_period": period, "max_skew": skew, "ber_window": window,
               "serdes_width": width}
-    return runner.run("pcs-loopback", "tb.pcs.test_pcs", params,
+    return runner.run("pcs-loopback", "fusionfabric.tb.pcs.test_pcs", params,
                       component=PcsLoopback(**params), sim=sim, testcase=testcase or TESTS,
                       test_args={"ber": 1e-4, **(args or {})})
 

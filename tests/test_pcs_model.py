@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim import pcs
-from tb.common.lanes import LaneChannel
-from tb.pcs.harness import channel_inputs, tx_lane_rows
+from fusionfabric.sim import pcs
+from fusionfabric.tb.common.lanes import LaneChannel
+from fusionfabric.tb.pcs.harness import channel_inputs, tx_lane_rows
 
-# FACTS.md, "Multi-lane distribution (clause 82)": typed in here, not read from sim.pcs.
+# FACTS.md, "Multi-lane distribution (clause 82)": typed in here, not read from fusionfabric.sim.pcs.
 FACTS_40G = ["90 76 47", "F0 C4 E6", "C5 65 9B", "A2 79 3D"]
 FACTS_100G_LANE0 = "C1 68 21"
 # The cited source's table, as it is printed there (lower-case tuples, lanes 0..19).
@@ -332,7 +332,7 @@ def test_bad_parameters_named():
 
 
 def test_vectors_pcs():
-    from sim.vectors import all_vectors
+    from fusionfabric.sim.vectors import all_vectors
     out = all_vectors()["pcs"]({"n_lanes": "2", "am_period": "4", "rows": "6"}, 3, 2)
     v = out["vectors"][0]
     assert len(v["words"]) == 12 and len(v["lanes"]) == 2

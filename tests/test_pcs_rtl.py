@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.blocks import BlockError, get_block
-from rtl.pcs import BlockLock, PcsRx, PcsTx
-from sim import pcs
-from tb.common.lanes import LaneChannel
-from tb.pcs.harness import (channel_inputs, compare_rx_amaranth, compare_tx_amaranth,
+from fusionfabric.rtl.blocks import BlockError, get_block
+from fusionfabric.rtl.pcs import BlockLock, PcsRx, PcsTx
+from fusionfabric.sim import pcs
+from fusionfabric.tb.common.lanes import LaneChannel
+from fusionfabric.tb.pcs.harness import (channel_inputs, compare_rx_amaranth, compare_tx_amaranth,
                             tx_lane_rows, word_rows)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
@@ -195,12 +195,12 @@ def test_blocks_registered_and_validated():
 
 @pytest.mark.parametrize("descrambler", [False, True], ids=["scramble", "descramble"])
 def test_word_level_step_matches_shared_scrambler(descrambler):
-    """rtl.pcs.common's word-level 64-bit (de)scrambler step against the project's scrambler
+    """fusionfabric.rtl.pcs.common's word-level 64-bit (de)scrambler step against the project's scrambler
     model (sim.scrambler, cl. 49.2.6), on random words and states."""
     from amaranth.hdl import Module, Signal
 
-    from rtl.pcs.common import descramble64, scramble64
-    from sim import scrambler
+    from fusionfabric.rtl.pcs.common import descramble64, scramble64
+    from fusionfabric.sim import scrambler
 
     def rev58(x):
         return int(f"{x:058b}"[::-1], 2)
@@ -237,7 +237,7 @@ def _rand66(rng):
 def test_tx_gearbox_matches_serialize(width):
     """TxGearbox on random blocks: the take pattern is sim.pcs.tx_takes and the words are
     sim.pcs.serialize of the blocks taken, word for word."""
-    from rtl.pcs import TxGearbox
+    from fusionfabric.rtl.pcs import TxGearbox
 
     n, cycles = 3, 300
     dut = TxGearbox(n, width)
@@ -273,7 +273,7 @@ def test_tx_gearbox_matches_serialize(width):
 def test_rx_gearbox_chunks(width):
     """RxGearbox on a random word stream: the i-th chunk is stream bits [66i, 66i + 66),
     registered one cycle after its last bit arrived (sim.pcs.RxGearbox, cycle for cycle)."""
-    from rtl.pcs import RxGearbox
+    from fusionfabric.rtl.pcs import RxGearbox
 
     n, cycles = 2, 300
     dut = RxGearbox(n, width)
@@ -315,7 +315,7 @@ def test_gearbox_block_lock_all_slips(width):
     relocks at offset 2k mod 66 and delivers its blocks in order again."""
     from amaranth.hdl import EnableInserter, Module, Signal
 
-    from rtl.pcs import RxGearbox
+    from fusionfabric.rtl.pcs import RxGearbox
 
     n = 66
     rng = np.random.default_rng([width, 3])

@@ -6,7 +6,7 @@ set). Ids name the block, its parameters and the simulator.
 
 import pytest
 
-from tb.common import runner
+from fusionfabric.tb.common import runner
 
 SOAK = pytest.mark.soak
 
@@ -53,7 +53,7 @@ def _ok(result, n):
 @pytest.mark.parametrize("block,width,sim", SCRAMBLER_CASES)
 def test_scrambler_cocotb(block, width, sim):
     init = 0x2AAAAAAAAAAAAAA ^ width  # a non-trivial reset state
-    result = runner.run(block, "tb.primitives.test_scrambler",
+    result = runner.run(block, "fusionfabric.tb.primitives.test_scrambler",
                         {"data_width": width, "init": init}, sim=sim,
                         test_args={"words": max(40, 3000 // width), "trials": 30})
     _ok(result, 2)
@@ -62,7 +62,7 @@ def test_scrambler_cocotb(block, width, sim):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("algorithm,width,sim", CRC_CASES)
 def test_crc_cocotb(algorithm, width, sim):
-    result = runner.run("crc", "tb.primitives.test_crc",
+    result = runner.run("crc", "fusionfabric.tb.primitives.test_crc",
                         {"algorithm": algorithm, "data_width": width}, sim=sim,
                         test_args={"frames": 20 if width >= 256 else 80})
     _ok(result, 1)
@@ -71,6 +71,6 @@ def test_crc_cocotb(algorithm, width, sim):
 @pytest.mark.cocotb
 @pytest.mark.parametrize("block,order,width,sim", PRBS_CASES)
 def test_prbs_cocotb(block, order, width, sim):
-    result = runner.run(block, "tb.primitives.test_prbs",
+    result = runner.run(block, "fusionfabric.tb.primitives.test_prbs",
                         {"order": order, "data_width": width}, sim=sim)
     _ok(result, 1)

@@ -6,9 +6,9 @@ import zlib
 import numpy as np
 import pytest
 
-from sim import crc as mcrc
-from sim import prbs as mprbs
-from sim import scrambler as mscr
+from fusionfabric.sim import crc as mcrc
+from fusionfabric.sim import prbs as mprbs
+from fusionfabric.sim import scrambler as mscr
 
 WIDTHS = [1, 8, 32, 64, 66, 128]
 
@@ -201,7 +201,7 @@ def test_crc_matches_amaranth_catalog():
     implementations agree (the RTL relies on the catalog entries)."""
     from amaranth.lib.crc import catalog
 
-    from rtl.crc import CATALOG
+    from fusionfabric.rtl.crc import CATALOG
 
     rng = np.random.default_rng(9)
     for name, cat in CATALOG.items():

@@ -8,13 +8,13 @@ import pytest
 from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
-from rtl.blocks import BlockError, get_block
-from rtl.crc import Crc
-from rtl.prbs import PrbsChecker, PrbsGenerator
-from rtl.scrambler import Descrambler, Scrambler
-from sim import crc as mcrc
-from sim import prbs as mprbs
-from sim import scrambler as mscr
+from fusionfabric.rtl.blocks import BlockError, get_block
+from fusionfabric.rtl.crc import Crc
+from fusionfabric.rtl.prbs import PrbsChecker, PrbsGenerator
+from fusionfabric.rtl.scrambler import Descrambler, Scrambler
+from fusionfabric.sim import crc as mcrc
+from fusionfabric.sim import prbs as mprbs
+from fusionfabric.sim import scrambler as mscr
 
 WIDTHS = [1, 8, 32, 64, 66, 128]
 

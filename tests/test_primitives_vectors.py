@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.cli import main
+from fusionfabric.cli import main
 from tests.test_primitives_models import (bits_word_list, lfsr_descramble_cl49, lfsr_prbs,
                                           lfsr_scramble_cl49, state_list, word_bits)
 

@@ -4,13 +4,13 @@
 import numpy as np
 import pytest
 
-from rtl.reduce.convert import Narrow, RoundNarrow, Widen
-from rtl.reduce.fpadd import Fp32Add
-from rtl.reduce.lane import OP_BYPASS, LaneAlu
-from rtl.reduce.minmax import MinMax, MinMax32
-from rtl.reduce.simd import AccToFlit, FlitToAcc, SimdAlu
-from sim import reduce as R
-from sim.layouts import Dtype, Op
+from fusionfabric.rtl.reduce.convert import Narrow, RoundNarrow, Widen
+from fusionfabric.rtl.reduce.fpadd import Fp32Add
+from fusionfabric.rtl.reduce.lane import OP_BYPASS, LaneAlu
+from fusionfabric.rtl.reduce.minmax import MinMax, MinMax32
+from fusionfabric.rtl.reduce.simd import AccToFlit, FlitToAcc, SimdAlu
+from fusionfabric.sim import reduce as R
+from fusionfabric.sim.layouts import Dtype, Op
 from tests.reduce_harness import run_parallel, run_pipelined
 from tests.test_reduce_model import edge_f32
 

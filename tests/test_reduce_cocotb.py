@@ -6,7 +6,7 @@ large: 2 lanes × 2 pairing levels of fp32 ALUs already take ~1 min to build).
 
 import pytest
 
-from tb.common.runner import run
+from fusionfabric.tb.common.runner import run
 
 # (id, params, test_args)
 CONFIGS = [
@@ -41,7 +41,7 @@ SOAK = [
 @pytest.mark.cocotb
 @pytest.mark.parametrize("sim,params,args", CASES)
 def test_reduce_unit(sim, params, args):
-    run("reduce-unit", "tb.reduce.test_unit", params, sim=sim, test_args=args)
+    run("reduce-unit", "fusionfabric.tb.reduce.test_unit", params, sim=sim, test_args=args)
 
 
 @pytest.mark.cocotb
@@ -49,5 +49,5 @@ def test_reduce_unit(sim, params, args):
 @pytest.mark.parametrize("sim,params,args", [pytest.param(s, p, a, id=f"{s}-{c}")
                                              for s, c, p, a in SOAK])
 def test_reduce_unit_soak(sim, params, args):
-    run("reduce-unit", "tb.reduce.test_unit", {**params, "n_groups": 16}, sim=sim,
+    run("reduce-unit", "fusionfabric.tb.reduce.test_unit", {**params, "n_groups": 16}, sim=sim,
         test_args=args)

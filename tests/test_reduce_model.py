@@ -1,4 +1,4 @@
-"""sim.reduce against independent references: Python doubles, struct's binary16, integer
+"""fusionfabric.sim.reduce against independent references: Python doubles, struct's binary16, integer
 bit tricks, and ml_dtypes native arithmetic; IEEE 754 known answers; the tree order."""
 
 import json
@@ -9,9 +9,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from sim import reduce as R
-from sim.cli import main
-from sim.layouts import CANONICAL_QNAN, Dtype, Op
+from fusionfabric.sim import reduce as R
+from fusionfabric.cli import main
+from fusionfabric.sim.layouts import CANONICAL_QNAN, Dtype, Op
 
 F32 = Dtype.FP32
 
@@ -298,6 +298,6 @@ def test_vectors_bad_values(bad, msg, capsys):
 def test_fabric_model_uses_the_unit_latency():
     """The cycle-level fabric model's copy of the unit latency agrees with
     sim.reduce.unit_latency (which the RTL unit test measures)."""
-    fabric = pytest.importorskip("sim.fabric.reduction")
+    fabric = pytest.importorskip("fusionfabric.sim.fabric.reduction")
     for n in (2, 3, 4, 5, 8, 16, 72):
         assert fabric.reduce_unit_latency(n) == R.unit_latency(n, n), n

@@ -5,14 +5,14 @@ backpressure, sustained throughput and the documented latency."""
 import numpy as np
 import pytest
 
-from rtl.reduce.unit import ReductionUnit
-from sim.layouts import Dtype, Op
-from tb.reduce.amaranth_sim import simulate
-from tb.reduce.traffic import make_traffic, random_groups
+from fusionfabric.rtl.reduce.unit import ReductionUnit
+from fusionfabric.sim.layouts import Dtype, Op
+from fusionfabric.tb.reduce.amaranth_sim import simulate
+from fusionfabric.tb.reduce.traffic import make_traffic, random_groups
 
 
 def check_results(traffic, got):
-    from sim.layouts import Kind
+    from fusionfabric.sim.layouts import Kind
     assert set(got) == set(traffic.expected), "missing or unexpected chunks"
     for key, (data, members, mode, root) in traffic.expected.items():
         f = got[key]
@@ -46,7 +46,7 @@ def test_errors_counted_never_summed():
     groups = random_groups(rng, 4, [3, 2], [Dtype.INT32, Dtype.FP32], [Op.SUM, Op.SUM])
     t = make_traffic(rng, 4, 32, groups, 6, window=2, duplicates=5, nonmembers=4)
     # a flit to an unconfigured group, one with a bad kind, one to group >= n_groups
-    from sim.layouts import Kind, switch_flit
+    from fusionfabric.sim.layouts import Kind, switch_flit
     fl = switch_flit(32)
     t.flits += [fl.pack(kind=int(Kind.REDUCE), dest=3, src=0),
                 fl.pack(kind=int(Kind.UNICAST), dest=0, src=0),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tb.common import runner
+from fusionfabric.tb.common import runner
 
 CASES = [
     # (sim, params)
@@ -33,7 +33,7 @@ def _id(case):
 def test_switch(case):
     sim, params = case
     packets = 40 if params["n_ports"] <= 4 else 25
-    result = runner.run("switch", "tb.switch.test_switch", params, sim=sim,
+    result = runner.run("switch", "fusionfabric.tb.switch.test_switch", params, sim=sim,
                         test_args={"packets": packets})
     assert result.tests and not result.failed
 
@@ -52,7 +52,7 @@ REDUCE_CASES = [
 @pytest.mark.parametrize("case", REDUCE_CASES, ids=[_id(c) for c in REDUCE_CASES])
 def test_switch_reduce(case):
     sim, params = case
-    result = runner.run("switch", "tb.switch.test_switch_reduce", params, sim=sim,
+    result = runner.run("switch", "fusionfabric.tb.switch.test_switch_reduce", params, sim=sim,
                         test_args={"chunks": 3})
     assert result.tests and not result.failed
 
@@ -64,7 +64,7 @@ def test_switch_reduce_verilator_soak():
     its C++ build alone takes minutes, so this run is soak only."""
     params = {"n_ports": 2, "mode": "voq", "depth": 4, "data_width": 32, "reduce": True,
               "n_chunks": 8}
-    result = runner.run("switch", "tb.switch.test_switch_reduce", params, sim="verilator",
+    result = runner.run("switch", "fusionfabric.tb.switch.test_switch_reduce", params, sim="verilator",
                         test_args={"chunks": 4})
     assert result.tests and not result.failed
 
@@ -75,7 +75,7 @@ def test_switch_pipelined_verilator_soak():
     """The pipelined variant at 8 ports on Verilator (a C++ build of minutes on a shared
     machine, so soak; Icarus covers it at 3 and 4 ports in CI)."""
     params = {"n_ports": 8, "mode": "voq", "depth": 8, "pipeline": True, "out_depth": 8}
-    result = runner.run("switch", "tb.switch.test_switch", params, sim="verilator",
+    result = runner.run("switch", "fusionfabric.tb.switch.test_switch", params, sim="verilator",
                         test_args={"packets": 25})
     assert result.tests and not result.failed
 
@@ -86,6 +86,6 @@ def test_switch_crosspoint_verilator_soak():
     """The crosspoint variant at 8 ports and 64 bits (the FPGA report's configuration) on
     Verilator, with long packets of traffic."""
     params = {"n_ports": 8, "mode": "crosspoint", "depth": 16, "out_depth": 8}
-    result = runner.run("switch", "tb.switch.test_switch", params, sim="verilator",
+    result = runner.run("switch", "fusionfabric.tb.switch.test_switch", params, sim="verilator",
                         test_args={"packets": 60})
     assert result.tests and not result.failed

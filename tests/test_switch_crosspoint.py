@@ -8,8 +8,8 @@ import pytest
 from amaranth import ClockDomain, Module
 from amaranth.sim import Simulator
 
-from rtl.switch.top import Switch
-from sim.layouts import GROUP_BITS, Kind, group_entry, switch_flit
+from fusionfabric.rtl.switch.top import Switch
+from fusionfabric.sim.layouts import GROUP_BITS, Kind, group_entry, switch_flit
 
 #: handshake in cycle t -> o_port valid in t + LATENCY (docs/switch.md)
 LATENCY = 10

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.switch.islip import ISLIPAllocator, max_iterations
-from sim.switch_ref import ISLIPReference
+from fusionfabric.rtl.switch.islip import ISLIPAllocator, max_iterations
+from fusionfabric.sim.switch_ref import ISLIPReference
 
 
 def _run(n, iterations, cycles, density, seed):
@@ -90,7 +90,7 @@ def test_round_robin_index_matches_reference(n):
     ``n`` bits (a random sample above 64) from every pointer."""
     from amaranth import Module, Signal
 
-    from rtl.switch.islip import next_pointer, round_robin_index
+    from fusionfabric.rtl.switch.islip import next_pointer, round_robin_index
 
     ref = ISLIPReference(n, 1)
     m = Module()

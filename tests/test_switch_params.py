@@ -2,8 +2,8 @@
 
 import pytest
 
-from rtl.blocks import BlockError, get_block
-from rtl.switch.top import Switch
+from fusionfabric.rtl.blocks import BlockError, get_block
+from fusionfabric.rtl.switch.top import Switch
 
 
 @pytest.mark.parametrize("kw,needle", [

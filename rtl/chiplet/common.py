@@ -1,11 +1,11 @@
-"""Layouts and small helpers shared by the chiplet RTL (built from :mod:`sim.chiplet`)."""
+"""Layouts and small helpers shared by the chiplet RTL (built from :mod:`fusionfabric.sim.chiplet`)."""
 
 from __future__ import annotations
 
 from amaranth import Const, Mux, Signal
 from amaranth.lib import data
 
-from sim.chiplet import PHY_WORD, PORT_BEAT, SEQ_BITS, STATUS, TL_FLIT, LinkParams, Opcode
+from fusionfabric.sim.chiplet import PHY_WORD, PORT_BEAT, SEQ_BITS, STATUS, TL_FLIT, LinkParams, Opcode
 
 __all__ = ["PHY_WORD", "TL_FLIT", "STATUS", "phy_layout", "tl_layout", "port_layout",
            "status_layout", "data_slots", "valid_opcode", "check_params", "LINK_DOWN",
@@ -31,7 +31,7 @@ def status_layout():
 
 
 def data_slots(opcode, length):
-    """RTL twin of :func:`sim.chiplet.data_slots` (slots after the header)."""
+    """RTL twin of :func:`fusionfabric.sim.chiplet.data_slots` (slots after the header)."""
     none = ((opcode == Opcode.READ) | (opcode == Opcode.WRITE_ACK)
             | (opcode == Opcode.ATOMIC_ACK) | (opcode == Opcode.NULL))
     return Mux(none, 0, (length + 1) * 4)

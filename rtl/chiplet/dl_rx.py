@@ -7,8 +7,8 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from rtl.crc import Crc
-from sim.chiplet import DL_HEADER, SEQ_BITS, SLOT_BITS
+from fusionfabric.rtl.crc import Crc
+from fusionfabric.sim.chiplet import DL_HEADER, SEQ_BITS, SLOT_BITS
 from .common import check_params, phy_layout, sat_inc, seq_dist
 
 __all__ = ["DataLinkRx"]
@@ -20,7 +20,7 @@ class DataLinkRx(wiring.Component):
     A word with ``first`` starts a flit (one already in progress is abandoned and counted
     in ``o_frame_err``); words outside a flit are ignored while hunting. The
     ``4 * tl_per_dl`` payload slots are written into one bank of a two-bank staging buffer;
-    the whole flit, trailer included, goes through CRC-32 (the foundation's framed :class:`rtl.crc.Crc`, one slot per
+    the whole flit, trailer included, goes through CRC-32 (the foundation's framed :class:`fusionfabric.rtl.crc.Crc`, one slot per
     beat), whose residue marks a good codeword. A good flit's header is passed to the transmitter
     (``o_good``, ``o_hdr``: acks, NAK, credits, bring-up). A good data flit whose sequence
     number is the expected one is committed: its TL flits are copied, in order, into the
@@ -34,7 +34,7 @@ class DataLinkRx(wiring.Component):
     Parameters
     ----------
     tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
-        See :class:`sim.chiplet.LinkParams`.
+        See :class:`fusionfabric.sim.chiplet.LinkParams`.
 
     Members
     -------

@@ -7,8 +7,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from rtl.crc import Crc
-from sim.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SLOT_BITS
+from fusionfabric.rtl.crc import Crc
+from fusionfabric.sim.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SLOT_BITS
 from .common import (LINK_ACTIVE, LINK_DOWN, LINK_INIT, check_params, phy_layout, sat_inc,
                      seq_dist, tl_layout)
 
@@ -34,7 +34,7 @@ class DataLinkTx(wiring.Component):
     replayed) while the link is in bring-up or active; nothing while down. Every flit's
     trailer carries the receiver's cumulative ``ack`` (next expected sequence), a pending
     NAK, the cumulative credit returns (or, in bring-up flits, the buffer sizes) and the
-    CRC-32 of the whole flit (:class:`rtl.crc.Crc`). A good received ``ack`` frees entries; a NAK rewinds
+    CRC-32 of the whole flit (:class:`fusionfabric.rtl.crc.Crc`). A good received ``ack`` frees entries; a NAK rewinds
     ``send_ptr`` to the ack (go-back-N); so does the replay timer when no ack progress has
     been seen for ``replay_timeout`` cycles while flits are unacknowledged.
 
@@ -48,7 +48,7 @@ class DataLinkTx(wiring.Component):
     Parameters
     ----------
     tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
-        See :class:`sim.chiplet.LinkParams` (same names, same checks).
+        See :class:`fusionfabric.sim.chiplet.LinkParams` (same names, same checks).
 
     Members
     -------
@@ -71,7 +71,7 @@ class DataLinkTx(wiring.Component):
     o_state : Out(2)
         0 down, 1 bring-up, 2 active.
     o_replays, o_timeouts, o_credit_err, o_tx_flits, o_tx_replayed, o_replay_pos : Out
-        Saturating counters (see ``rtl.chiplet.common.STATUS``).
+        Saturating counters (see ``fusionfabric.rtl.chiplet.common.STATUS``).
 
     Timing
     ------

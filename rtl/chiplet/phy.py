@@ -7,7 +7,7 @@ need a row of its own before every flit: a flit that follows the previous flit b
 delimited by position alone, and a START row is sent only before a flit that does not
 follow back to back, and at least once every ``start_every`` flits so that a receiver that
 lost the count (a lost or extra row, a realignment) finds the boundaries again. The rules
-are those of :func:`sim.chiplet.phy_rows` / :func:`sim.chiplet.phy_words` (the model the
+are those of :func:`fusionfabric.sim.chiplet.phy_rows` / :func:`fusionfabric.sim.chiplet.phy_words` (the model the
 unit tests compare against). See docs/protocol.md, section "PHY mapping and the PCS".
 """
 
@@ -17,8 +17,8 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.chiplet import check_phy_params, dl_flit_slots
-from sim.pcs import WORD, BlockType, control_word
+from fusionfabric.sim.chiplet import check_phy_params, dl_flit_slots
+from fusionfabric.sim.pcs import WORD, BlockType, control_word
 
 from .common import PHY_WORD
 

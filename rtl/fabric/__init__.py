@@ -1,8 +1,8 @@
 """The fabric of issue 7: endpoints, links through the PCS with lane faults, switch-side
 chiplets, bridges and the reducing switch (docs/fabric.md)."""
 
-from rtl.blocks import Block, Param
-from rtl.chiplet import CHIPLET_PARAMS
+from fusionfabric.rtl.blocks import Block, Param
+from fusionfabric.rtl.chiplet import CHIPLET_PARAMS
 
 from .bridge import EgressBridge, IngressBridge, Reassembly, ResultPacker
 from .fabric import Fabric, _build

@@ -2,10 +2,10 @@
 
 :class:`PortTrafficGen` issues seeded WRITE messages on an endpoint's ``i_req``;
 :class:`PortTrafficCheck` checks what arrives on an endpoint's ``o_req``/``o_rsp``;
-:class:`FabricBist` is :class:`rtl.fabric.Fabric` with one of each per endpoint and every
+:class:`FabricBist` is :class:`fusionfabric.rtl.fabric.Fabric` with one of each per endpoint and every
 counter on a port, so a test (or an FPGA) only configures, starts, waits and reads
-counters. The LFSR and data-signature logic are those of :mod:`rtl.bist` (generated from
-the matrices of :mod:`sim.bist`); :class:`sim.bist.PortGenModel` predicts every message
+counters. The LFSR and data-signature logic are those of :mod:`fusionfabric.rtl.bist` (generated from
+the matrices of :mod:`fusionfabric.sim.bist`); :class:`fusionfabric.sim.bist.PortGenModel` predicts every message
 (docs/bist.md, "Fabric BIST").
 """
 
@@ -15,13 +15,13 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from rtl.bist import COUNTER_BITS, _eq, _sat_inc, gf2_apply, make_data
-from rtl.blocks import Block, Param
-from rtl.chiplet.common import data_slots, port_layout
-from sim.bist import (BEAT_BITS, BIST_CONTROL, LFSR_ORDER, PORT_DATA_BITS, PORT_FAULTS,
+from fusionfabric.rtl.bist import COUNTER_BITS, _eq, _sat_inc, gf2_apply, make_data
+from fusionfabric.rtl.blocks import Block, Param
+from fusionfabric.rtl.chiplet.common import data_slots, port_layout
+from fusionfabric.sim.bist import (BEAT_BITS, BIST_CONTROL, LFSR_ORDER, PORT_DATA_BITS, PORT_FAULTS,
                       PORT_FLIP_BIT, PORT_LENGTHS, PORT_STREAMS, SEQ_BITS, advance_matrix,
                       apply_matrix, check_port_gen_params, seed_state)
-from sim.chiplet import Opcode
+from fusionfabric.sim.chiplet import Opcode
 
 from .fabric import Fabric
 
@@ -37,8 +37,8 @@ class PortTrafficGen(wiring.Component):
     Issues WRITE messages (posted: no WRITE_ACK is expected or sent) to the other
     endpoints, destination and length drawn from a PRBS31 LFSR, with a per-destination
     16-bit sequence number in ``addr`` (and its low byte in ``tag``) and data beat ``b`` =
-    ``sim.bist.make_data(128, endpoint, dest, seq, b)``. The message sequence is that of
-    :class:`sim.bist.PortGenModel`, independent of load and backpressure.
+    ``fusionfabric.sim.bist.make_data(128, endpoint, dest, seq, b)``. The message sequence is that of
+    :class:`fusionfabric.sim.bist.PortGenModel`, independent of load and backpressure.
 
     Parameters
     ----------
@@ -51,7 +51,7 @@ class PortTrafficGen(wiring.Component):
         lengths up to it.
     seed : int
         32-bit seed of the message and load LFSRs (streams 3 and 4 of
-        ``sim.bist.seed_state``).
+        ``fusionfabric.sim.bist.seed_state``).
     fault, fault_at : str, int
         Test only (a checker must be able to fail): ``"flip"`` inverts data bit 100 of
         every beat of message ``fault_at`` (counting from 0); ``"skip"`` gives message
@@ -190,14 +190,14 @@ class PortTrafficCheck(wiring.Component):
 
     Takes the endpoint's ``o_req`` (requests for it) and ``o_rsp`` (responses to its
     requests; a BIST endpoint sends none, so every beat there is counted). Per message on
-    ``i_req`` (framed by its opcode and length, ``sim.chiplet.data_slots``): a message
+    ``i_req`` (framed by its opcode and length, ``fusionfabric.sim.chiplet.data_slots``): a message
     whose opcode is not WRITE is counted in ``o_unexpected`` and not checked further. For
     a WRITE, every beat is good iff ``src < n_endpoints``, ``dest == endpoint`` and
     ``data == make_data(128, src, endpoint, seq, beat)`` with ``src`` and ``seq =
     addr[0:16]`` from the message's first beat; a bad beat is one data error. On the first
     beat, if it is good: a sequence error if ``seq != expected[src]``, then
     ``expected[src] = seq + 1``; if it is not good (its ``seq`` cannot be trusted):
-    ``expected[src] += 1``. (The counting rules of :class:`rtl.bist.TrafficCheck`: one
+    ``expected[src] += 1``. (The counting rules of :class:`fusionfabric.rtl.bist.TrafficCheck`: one
     lost or duplicated message = one sequence error, a flipped bit = one data error per
     beat it hits.)
 
@@ -208,7 +208,7 @@ class PortTrafficCheck(wiring.Component):
     endpoint : int
         This checker's endpoint (the destination every message must carry).
     seed : int
-        32-bit seed of the backpressure LFSR (stream 5 of ``sim.bist.seed_state``).
+        32-bit seed of the backpressure LFSR (stream 5 of ``fusionfabric.sim.bist.seed_state``).
 
     Members
     -------
@@ -347,7 +347,7 @@ class FabricBist(wiring.Component):
 
     Endpoint ``e``'s :class:`PortTrafficGen` drives ``Fabric.i_req[e]``; its
     :class:`PortTrafficCheck` takes ``Fabric.o_req[e]`` and ``o_rsp[e]``; ``i_rsp[e]`` is
-    idle (zero). Nothing else is added: every port of :class:`rtl.fabric.Fabric` but the
+    idle (zero). Nothing else is added: every port of :class:`fusionfabric.rtl.fabric.Fabric` but the
     accelerator ports is passed through, plus one control word and the counters.
 
     Parameters
@@ -359,7 +359,7 @@ class FabricBist(wiring.Component):
     fault, fault_at : str, int
         Planted fault in generator 0 only (test only; :class:`PortTrafficGen`).
     **fabric_params
-        Any :class:`rtl.fabric.Fabric` parameter (``n_endpoints``, ``latency``, ...).
+        Any :class:`fusionfabric.rtl.fabric.Fabric` parameter (``n_endpoints``, ``latency``, ...).
 
     Members
     -------
@@ -461,7 +461,7 @@ def _build(**params):
 
 
 def _block_params():
-    from rtl.fabric import BLOCKS as FABRIC_BLOCKS
+    from fusionfabric.rtl.fabric import BLOCKS as FABRIC_BLOCKS
     fabric = next(b for b in FABRIC_BLOCKS if b.name == "fabric")
     return [*fabric.params,
             Param("max_bytes", int, 256, "longest BIST message in bytes",

@@ -1,5 +1,5 @@
-"""Bridges between a switch-side chiplet's accelerator port (``sim.chiplet.PORT_BEAT``) and a
-switch port (``sim.layouts.switch_flit(128)``). Formats: docs/fabric.md."""
+"""Bridges between a switch-side chiplet's accelerator port (``fusionfabric.sim.chiplet.PORT_BEAT``) and a
+switch port (``fusionfabric.sim.layouts.switch_flit(128)``). Formats: docs/fabric.md."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from rtl.chiplet.common import data_slots, port_layout
-from sim.chiplet import SLOT_BITS, Opcode
-from sim.layouts import CHUNK_BITS, Kind, switch_flit
+from fusionfabric.rtl.chiplet.common import data_slots, port_layout
+from fusionfabric.sim.chiplet import SLOT_BITS, Opcode
+from fusionfabric.sim.layouts import CHUNK_BITS, Kind, switch_flit
 
 __all__ = ["IngressBridge", "EgressBridge", "ResultPacker", "Reassembly", "beat_layout",
            "SWITCH_SRC", "RESULT_BEATS"]
@@ -29,7 +29,7 @@ def beat_layout() -> data.StructLayout:
 
 
 def _switch_kind(opcode):
-    """RTL twin of :func:`sim.chiplet.switch_kind`."""
+    """RTL twin of :func:`fusionfabric.sim.chiplet.switch_kind`."""
     return Mux(opcode == Opcode.MULTICAST, Kind.MULTICAST,
                Mux(opcode == Opcode.REDUCE, Kind.REDUCE, Kind.UNICAST))
 
@@ -43,7 +43,7 @@ class IngressBridge(wiring.Component):
     ``first = last = 1``). Every other message becomes one packet: a header flit (``data``
     = the 128-bit TL header, ``src`` kept; ``first``; ``last`` if the message has no data),
     then one flit per data beat (``last`` on the final one); ``kind`` =
-    :func:`sim.chiplet.switch_kind`, ``dest`` = header ``dest``.
+    :func:`fusionfabric.sim.chiplet.switch_kind`, ``dest`` = header ``dest``.
 
     Members
     -------
@@ -229,7 +229,7 @@ class ResultPacker(wiring.Component):
 
     Results of one group are collected; a message is formed when four are collected, when
     ``timeout`` cycles have passed since the first one of the collection, or when a result
-    of another group arrives. The message (``sim.chiplet.Opcode.RESULT``, length code 0 =
+    of another group arrives. The message (``fusionfabric.sim.chiplet.Opcode.RESULT``, length code 0 =
     four beats, ``src`` = :data:`SWITCH_SRC`) has ``dest`` = group, ``chunk`` = chunk of
     beat 0, ``addr`` bits [0:16], [16:32], [32:48] = chunks of beats 1..3, ``status`` =
     count − 1; beats past the count carry zeros. A formed message moves to an output

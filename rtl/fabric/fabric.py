@@ -7,14 +7,14 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from rtl.chiplet import Chiplet, PcsToPhy, PhyToPcs
-from rtl.chiplet.common import STATUS, port_layout
-from rtl.pcs import PcsRx, PcsTx
-from rtl.switch.group_table import config_layout
-from rtl.switch.top import Switch, stats_layout, unit_stats_layout
-from sim.bitfields import Fields
-from sim.chiplet import LinkParams, SLOT_BITS
-from sim.pcs import check_params as pcs_check
+from fusionfabric.rtl.chiplet import Chiplet, PcsToPhy, PhyToPcs
+from fusionfabric.rtl.chiplet.common import STATUS, port_layout
+from fusionfabric.rtl.pcs import PcsRx, PcsTx
+from fusionfabric.rtl.switch.group_table import config_layout
+from fusionfabric.rtl.switch.top import Switch, stats_layout, unit_stats_layout
+from fusionfabric.sim.bitfields import Fields
+from fusionfabric.sim.chiplet import LinkParams, SLOT_BITS
+from fusionfabric.sim.pcs import check_params as pcs_check
 
 from .bridge import EgressBridge, IngressBridge
 from .fault import LaneFault
@@ -59,14 +59,14 @@ def _or_bits(values):
 class Fabric(wiring.Component):
     """``n_endpoints`` accelerators through chiplets, 64b/66b lanes and one switch.
 
-    Per endpoint ``e``: accelerator-side :class:`rtl.chiplet.Chiplet` (node ``e``) →
-    :class:`~rtl.chiplet.PhyToPcs` → :class:`rtl.pcs.PcsTx` (``n_lanes`` = 2) → per lane a
+    Per endpoint ``e``: accelerator-side :class:`fusionfabric.rtl.chiplet.Chiplet` (node ``e``) →
+    :class:`~rtl.chiplet.PhyToPcs` → :class:`fusionfabric.rtl.pcs.PcsTx` (``n_lanes`` = 2) → per lane a
     :class:`~rtl.fabric.fault.LaneFault` (bit errors, slip, dark, cable ``latency``) →
-    :class:`rtl.pcs.PcsRx` → :class:`~rtl.chiplet.PcsToPhy` → switch-side ``Chiplet``
+    :class:`fusionfabric.rtl.pcs.PcsRx` → :class:`~rtl.chiplet.PcsToPhy` → switch-side ``Chiplet``
     (``stamp_src=False``) → :class:`~rtl.fabric.bridge.IngressBridge` → switch port ``e``;
     and back: switch egress ``e`` → :class:`~rtl.fabric.bridge.EgressBridge` → switch-side
     chiplet → PCS → lanes → PCS → endpoint chiplet. Each chiplet's ``i_link_up`` is its PCS
-    receiver's ``o_link_up``. The switch is :class:`rtl.switch.top.Switch` with
+    receiver's ``o_link_up``. The switch is :class:`fusionfabric.rtl.switch.top.Switch` with
     ``data_width=128`` and ``reduce=True``.
 
     Parameters
@@ -76,13 +76,13 @@ class Fabric(wiring.Component):
     n_lanes : int
         Lanes per direction; only 2 (a 128-bit slot is one row of two 64-bit blocks).
     am_period, max_skew, ber_window : int
-        PCS parameters (``rtl.pcs``).
+        PCS parameters (``fusionfabric.rtl.pcs``).
     latency : int
         Cable delay in cycles (register stages in each lane).
     tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
-        Chiplet parameters (``rtl.chiplet``), the same on both sides of every link.
+        Chiplet parameters (``fusionfabric.rtl.chiplet``), the same on both sides of every link.
     depth, iterations, out_depth, n_groups, n_chunks : int
-        Switch parameters (``rtl.switch``; ``iterations`` 0 = default).
+        Switch parameters (``fusionfabric.rtl.switch``; ``iterations`` 0 = default).
     result_timeout : int
         Cycles a partial RESULT message waits for more results (``ResultPacker``).
     fault_seed : int
@@ -95,7 +95,7 @@ class Fabric(wiring.Component):
     o_req, o_rsp : Out(stream.Signature(PORT_BEAT)).array(n_endpoints)
         Requests for accelerator ``e`` and responses to its requests.
     i_config : In(stream.Signature(config_layout(n_endpoints)))
-        Switch group-table writes (``sim.layouts.group_entry``), always ready.
+        Switch group-table writes (``fusionfabric.sim.layouts.group_entry``), always ready.
     i_fault : In(stream.Signature(fault_layout()))
         Lane fault settings, always ready: writes ``threshold`` and ``dark`` of lane
         ``lane`` (:func:`lane_index`; ``all``: every lane) and slips it by ``slip`` bits

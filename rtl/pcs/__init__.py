@@ -7,12 +7,12 @@
 - :class:`~rtl.pcs.gearbox.TxGearbox`, :class:`~rtl.pcs.gearbox.RxGearbox`: 66-bit blocks
   to/from 32- or 64-bit SerDes words (``serdes_width``).
 
-The golden model is :mod:`sim.pcs`; the formats and state machines are in ``docs/pcs.md``.
+The golden model is :mod:`fusionfabric.sim.pcs`; the formats and state machines are in ``docs/pcs.md``.
 """
 
-from rtl.blocks import Block, Param
+from fusionfabric.rtl.blocks import Block, Param
 
-from sim.pcs import SERDES_WIDTHS
+from fusionfabric.sim.pcs import SERDES_WIDTHS
 
 from .gearbox import RxGearbox, TxGearbox
 from .lock import BlockLock

@@ -1,11 +1,11 @@
 """Expressions shared by the PCS transmitter and receiver: BIP8, marker constants and
-marker recognition (IEEE 802.3 cl. 82.2.7, 82.2.8). Layouts come from :mod:`sim.pcs`."""
+marker recognition (IEEE 802.3 cl. 82.2.7, 82.2.8). Layouts come from :mod:`fusionfabric.sim.pcs`."""
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Signal, Value
 
-from sim.pcs import MARKERS_100G, SYNC_CTRL
+from fusionfabric.sim.pcs import MARKERS_100G, SYNC_CTRL
 
 __all__ = ["bip8", "marker_id", "eq", "scramble64", "descramble64", "ID_BITS"]
 
@@ -26,7 +26,7 @@ def scramble64(c: Value, x: Value):
     ago; bit 57 the newest; the bit reverse of the standard's ``s``). With ``S = c | out <<
     58``: ``out[j] = x[j] ^ S[j + 19] ^ S[j]``; no bit of ``out[0:39]`` depends on another
     one, nor does ``out[39:64]``, so two XORs of slices compute the step (the same formula
-    as :func:`sim.pcs.scramble`, which the tests check bit-serially). Returns ``(out,
+    as :func:`fusionfabric.sim.pcs.scramble`, which the tests check bit-serially). Returns ``(out,
     next_c)`` with ``next_c = out[6:64]``.
     """
     a = x[0:39] ^ c[19:58] ^ c[0:39]

@@ -6,7 +6,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.pcs import check_serdes_width
+from fusionfabric.sim.pcs import check_serdes_width
 
 __all__ = ["TxGearbox", "RxGearbox"]
 
@@ -21,9 +21,9 @@ class TxGearbox(wiring.Component):
     """66→W gearbox for ``n_lanes`` lanes with one common fill count.
 
     Each lane's bit stream is its blocks back to back, bit 0 first; every cycle the next W
-    bits go out on ``o_lanes`` (:func:`sim.pcs.serialize`). ``f`` bits (the same for every
+    bits go out on ``o_lanes`` (:func:`fusionfabric.sim.pcs.serialize`). ``f`` bits (the same for every
     lane) are buffered; when ``f < W`` the cycle takes the block on ``i_blocks``
-    (``o_take`` high, ``f += 66 - W``), else it does not (``f -= W``): :func:`sim.pcs.tx_takes`,
+    (``o_take`` high, ``f += 66 - W``), else it does not (``f -= W``): :func:`fusionfabric.sim.pcs.tx_takes`,
     rate W/66. The producer must present the next block whenever ``o_take`` is high and
     advance only then; nothing is ever dropped or repeated.
 
@@ -94,7 +94,7 @@ class RxGearbox(wiring.Component):
     appended (``f += W``, ``o_valid`` low). The chunks are unaligned: block alignment is the
     bit slip of :class:`~rtl.pcs.lock.BlockLock` downstream, which cuts the block at its
     ``offset`` (0..65) out of the previous and current chunk, and which runs only in the
-    cycles after ``o_valid`` (its clock enable). Bit-exact with :class:`sim.pcs.RxGearbox`.
+    cycles after ``o_valid`` (its clock enable). Bit-exact with :class:`fusionfabric.sim.pcs.RxGearbox`.
 
     Parameters
     ----------

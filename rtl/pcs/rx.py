@@ -7,7 +7,7 @@ from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.pcs import (AM_BAD_LIMIT, KNOWN_TYPES, MARKERS_100G, SYNC_CTRL, SYNC_DATA, WORD,
+from fusionfabric.sim.pcs import (AM_BAD_LIMIT, KNOWN_TYPES, MARKERS_100G, SYNC_CTRL, SYNC_DATA, WORD,
                      BlockType, check_params, check_serdes_width)
 
 from .common import ID_BITS, bip8, descramble64, eq, marker_id
@@ -35,7 +35,7 @@ class PcsRx(wiring.Component):
     marker of their id, else realign, one cycle later: the row after a bad marker row is
     not delivered) and dropped; data rows are descrambled in stream order
     and decoded. The first data row after (re)alignment only primes the descrambler.
-    Bit-exact and cycle-exact with :class:`sim.pcs.Receiver`.
+    Bit-exact and cycle-exact with :class:`fusionfabric.sim.pcs.Receiver`.
 
     Parameters
     ----------
@@ -53,7 +53,7 @@ class PcsRx(wiring.Component):
         :class:`~rtl.pcs.gearbox.RxGearbox` whose unaligned 66-bit chunks feed the 66-bit
         receiver (block lock's bit slip, marker lock, deskew, ...) as a clock enable: every
         count in blocks (``max_skew``, ``ber_window``, ``am_period``) stays in blocks.
-        Bit-exact and cycle-exact with :class:`sim.pcs.GearboxReceiver`.
+        Bit-exact and cycle-exact with :class:`fusionfabric.sim.pcs.GearboxReceiver`.
 
     Members
     -------

@@ -6,7 +6,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.pcs import (BlockType, SCRAMBLER_INIT, SYNC_CTRL, SYNC_DATA, WORD, check_params,
+from fusionfabric.sim.pcs import (BlockType, SCRAMBLER_INIT, SYNC_CTRL, SYNC_DATA, WORD, check_params,
                      check_serdes_width, control_word, marker_payload)
 
 from .common import bip8, eq, scramble64
@@ -25,7 +25,7 @@ class PcsTx(wiring.Component):
     all ones after reset); every ``am_period`` rows one row of alignment markers
     (cl. 82.2.7, Table 82-2 values, BIP3 per Table 82-4 over the lane's blocks from and
     including the previous marker) replaces the data row. Bit-exact with
-    :func:`sim.pcs.transmit`.
+    :func:`fusionfabric.sim.pcs.transmit`.
 
     Parameters
     ----------
@@ -37,13 +37,13 @@ class PcsTx(wiring.Component):
     serdes_width : int
         Bits per lane per cycle on ``o_lanes``: 66 (one block per lane per cycle) or 32/64
         through a :class:`~rtl.pcs.gearbox.TxGearbox` per lane (each W-bit word is the next
-        W bits of the lane's block stream, :func:`sim.pcs.serialize`).
+        W bits of the lane's block stream, :func:`fusionfabric.sim.pcs.serialize`).
 
     Members
     -------
     i_data : In(stream.Signature(ArrayLayout(WORD, n_lanes)))
         Client words: ``data`` (64 bits, bit 0 first on the wire) and ``ctrl``. A control
-        word carries a :class:`sim.pcs.BlockType` in its low octet.
+        word carries a :class:`fusionfabric.sim.pcs.BlockType` in its low octet.
     o_lanes : Out(serdes_width).array(n_lanes)
         One W-bit word per lane per cycle, bit 0 first on the wire (W = 66: one block).
 
@@ -53,7 +53,7 @@ class PcsTx(wiring.Component):
     With a gearbox a row register sits before it (the encoder runs one row ahead): the
     beat's first bit is on ``o_lanes`` at the next row cycle after ``t`` plus one (``t + 2``
     or ``t + 3``) and its last bit one (W = 64) or two (W = 32) cycles later. Row cycles are the cycles where the gearbox takes a block
-    (:func:`sim.pcs.tx_takes`: every cycle for W = 66, else W/66 of them); ``i_data.ready``
+    (:func:`fusionfabric.sim.pcs.tx_takes`: every cycle for W = 66, else W/66 of them); ``i_data.ready``
     is high in row cycles except marker rows (one row in ``am_period``), and low in the
     cycles where the gearbox has no room, so no word is ever lost. When the client offers
     nothing in a row cycle, a row of IDLE blocks is sent. Throughput: ``n_lanes * W/66``

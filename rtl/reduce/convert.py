@@ -2,7 +2,7 @@
 
 Widening is exact (fp16 subnormals are normalized, bf16 is the top half of fp32).
 Narrowing rounds to nearest, ties to even, keeps subnormals, overflows to infinity and
-returns the canonical quiet NaN (:data:`sim.layouts.CANONICAL_QNAN`) for any NaN.
+returns the canonical quiet NaN (:data:`fusionfabric.sim.layouts.CANONICAL_QNAN`) for any NaN.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.layouts import CANONICAL_QNAN, Dtype
+from fusionfabric.sim.layouts import CANONICAL_QNAN, Dtype
 
 __all__ = ["FORMATS", "Widen", "Narrow", "RoundNarrow"]
 

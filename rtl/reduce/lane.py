@@ -6,7 +6,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.layouts import Dtype, Op
+from fusionfabric.sim.layouts import Dtype, Op
 
 from .convert import RoundNarrow
 from .fpadd import Fp32Add
@@ -14,7 +14,7 @@ from .minmax import MinMax32
 
 __all__ = ["LaneAlu", "OP_BYPASS"]
 
-#: ALU op code beside :class:`sim.layouts.Op`: ``y = a`` (a lone tree node carried up).
+#: ALU op code beside :class:`fusionfabric.sim.layouts.Op`: ``y = a`` (a lone tree node carried up).
 OP_BYPASS = 3
 
 
@@ -35,9 +35,9 @@ class LaneAlu(wiring.Component):
     a, b : In(32)
         Operands (accumulator domain).
     op : In(2)
-        :class:`sim.layouts.Op` code or :data:`OP_BYPASS`.
+        :class:`fusionfabric.sim.layouts.Op` code or :data:`OP_BYPASS`.
     dtype : In(3)
-        :class:`sim.layouts.Dtype` code.
+        :class:`fusionfabric.sim.layouts.Dtype` code.
     native : In(1)
         fp16/bf16: round to the narrow type after this op.
     y : Out(32)

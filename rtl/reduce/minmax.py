@@ -6,7 +6,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.layouts import CANONICAL_QNAN, DTYPE_BITS, Dtype
+from fusionfabric.sim.layouts import CANONICAL_QNAN, DTYPE_BITS, Dtype
 
 __all__ = ["MinMax", "MinMax32", "order_key"]
 
@@ -89,7 +89,7 @@ class MinMax32(wiring.Component):
     a, b : In(32)
     max : In(1)
     dtype : In(3)
-        :class:`sim.layouts.Dtype`; FP16 and BF16 are treated as FP32.
+        :class:`fusionfabric.sim.layouts.Dtype`; FP16 and BF16 are treated as FP32.
     y : Out(32)
 
     Timing

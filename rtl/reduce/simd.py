@@ -6,7 +6,7 @@ from amaranth import Cat, Const, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from sim.layouts import CANONICAL_QNAN, Dtype
+from fusionfabric.sim.layouts import CANONICAL_QNAN, Dtype
 
 from .convert import Narrow, Widen
 from .lane import LaneAlu
@@ -114,7 +114,7 @@ class SimdAlu(wiring.Component):
     a, b : In(2 * data_width)
         Accumulator vectors (:class:`FlitToAcc`).
     op : In(2)
-        :class:`sim.layouts.Op` or :data:`~rtl.reduce.lane.OP_BYPASS`.
+        :class:`fusionfabric.sim.layouts.Op` or :data:`~rtl.reduce.lane.OP_BYPASS`.
     dtype : In(3)
     native : In(1)
     y : Out(2 * data_width)

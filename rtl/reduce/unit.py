@@ -44,11 +44,11 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from rtl.blocks import Block, Param
-from sim.layouts import (DEST_BITS, GROUP_BITS, Dtype, Kind, Op, group_entry, switch_flit)
-from sim.reduce import ALU_LATENCY, unit_latency
+from fusionfabric.rtl.blocks import Block, Param
+from fusionfabric.sim.layouts import (DEST_BITS, GROUP_BITS, Dtype, Kind, Op, group_entry, switch_flit)
+from fusionfabric.sim.reduce import ALU_LATENCY, unit_latency
 
-from rtl.switch.group_table import GroupTable, config_layout
+from fusionfabric.rtl.switch.group_table import GroupTable, config_layout
 
 from .lane import OP_BYPASS
 from .simd import AccToFlit, FlitToAcc, SimdAlu, check_data_width
@@ -85,8 +85,8 @@ class ReductionUnit(wiring.Component):
     ``depth = ceil(log2(n_ports))`` levels, each one :class:`~rtl.reduce.simd.SimdAlu`:
     level ``d`` combines items 2i and 2i+1 of a chunk and carries an odd last item up
     unchanged (a BYPASS op, so order is kept). That is exactly the balanced pairwise tree
-    over member rank of :func:`sim.reduce.tree_reduce`, so the result is independent of
-    arrival order. Numerics: :mod:`sim.reduce` (docs/reduction.md).
+    over member rank of :func:`fusionfabric.sim.reduce.tree_reduce`, so the result is independent of
+    arrival order. Numerics: :mod:`fusionfabric.sim.reduce` (docs/reduction.md).
 
     Parameters
     ----------
@@ -144,7 +144,7 @@ class ReductionUnit(wiring.Component):
         self.n_groups = n_groups
         self.depth = max(1, (n_ports - 1).bit_length())
         if SimdAlu.LATENCY != ALU_LATENCY:
-            raise AssertionError("sim.reduce.ALU_LATENCY disagrees with SimdAlu.LATENCY")
+            raise AssertionError("fusionfabric.sim.reduce.ALU_LATENCY disagrees with SimdAlu.LATENCY")
         flit = switch_flit(data_width).layout()
         super().__init__({
             "i_config": In(stream.Signature(config_layout(n_ports))),

@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from sim.layouts import GROUP_BITS, group_entry
+from fusionfabric.sim.layouts import GROUP_BITS, group_entry
 
 __all__ = ["GroupTable", "config_layout"]
 
@@ -18,7 +18,7 @@ def config_layout(n_ports: int) -> data.StructLayout:
 
 
 class GroupTable(wiring.Component):
-    """``n_groups`` entries of ``sim.layouts.group_entry(n_ports)``, written through a
+    """``n_groups`` entries of ``fusionfabric.sim.layouts.group_entry(n_ports)``, written through a
     configuration stream and read by ``n_lookups`` combinational lookups.
 
     Parameters

@@ -7,9 +7,9 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.blocks import Block, Param
-from rtl.reduce.unit import ReductionUnit, result_layout
-from sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
+from fusionfabric.rtl.blocks import Block, Param
+from fusionfabric.rtl.reduce.unit import ReductionUnit, result_layout
+from fusionfabric.sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
 
 from .group_table import GroupTable, config_layout
 from .islip import (ISLIPAllocator, lowest_bit, max_iterations, next_pointer,
@@ -49,7 +49,7 @@ class Switch(wiring.Component):
     n_ports : int
         Ports, 2 … 256.
     data_width : int
-        Bits of ``data`` per flit (``sim.layouts.switch_flit``).
+        Bits of ``data`` per flit (``fusionfabric.sim.layouts.switch_flit``).
     depth : int
         Flits per VOQ (power of two); FIFO mode: the input FIFO holds ``n_ports * depth``;
         crosspoint mode: RAM slots per crosspoint buffer.
@@ -69,7 +69,7 @@ class Switch(wiring.Component):
     n_groups : int
         Group-table entries (multicast and reduction groups).
     reduce : bool
-        Per-port reduction units (``rtl.reduce.unit``, docs/switch.md).
+        Per-port reduction units (``fusionfabric.rtl.reduce.unit``, docs/switch.md).
     n_chunks : int
         Open-chunk slots per reduction unit.
     pipeline : bool

@@ -24,7 +24,7 @@ def add_config_arguments(p):
 def build_config(args, flag_keys: dict[str, str]):
     """File, then the flags that were given (``flag_keys``: attribute -> config key), then
     ``--set``; every bad key or value raises :class:`~sim.cli.CliError`."""
-    from sim.cli import CliError
+    from fusionfabric.cli import CliError
 
     sets = []
     for attr, key in {"ports": "switch.n_ports", "seed": "run.seed",
@@ -44,7 +44,7 @@ _UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 
 
 def parse_bytes(text: str) -> list[int]:
     """``"1M"``, ``"4096,1G"`` or ``"1K:1G"`` (powers of 2 from START to STOP)."""
-    from sim.cli import CliError
+    from fusionfabric.cli import CliError
 
     def one(tok):
         m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", tok)

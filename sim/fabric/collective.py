@@ -4,7 +4,7 @@ Time is built from cycle-model measurements, NCCL-style bandwidths from the time
 
 * the steady-state rate ``rho`` (flits per cycle per port) and the zero-load hop latency
   ``l`` of the pattern each algorithm puts on the switch are *measured* with the cycle
-  model (:mod:`sim.fabric.run`), with the configured switch and links (credits and
+  model (:mod:`fusionfabric.sim.fabric.run`), with the configured switch and links (credits and
   framing slots lower ``rho``; link latency raises ``l``);
 * ``m = ceil(bytes / payload_bytes)`` flits per rank.
 
@@ -17,7 +17,7 @@ Time is built from cycle-model measurements, NCCL-style bandwidths from the time
     ``c mod n``, rotated order), units reduce (``latency(n) = n + 5 + 5 ceil(log2 n)``,
     rtl/reduce/unit.py) and replicate each result to the members one copy per cycle,
     outputs take one flit per cycle: the queueing behaviour is simulated by
-    :mod:`sim.fabric.reduction` with ``rho`` and a one-way hop of ``l // 2 + 1`` cycles.
+    :mod:`fusionfabric.sim.fabric.reduction` with ``rho`` and a one-way hop of ``l // 2 + 1`` cycles.
     This part is behavioural: the reduction units are not yet integrated in the RTL
     switch (``reduce=True`` is rejected there).
 ``alltoall``
@@ -28,7 +28,7 @@ NCCL definitions: ``algbw = bytes / time``; all-reduce ``busbw = algbw x 2(n-1)/
 all-to-all ``busbw = algbw x (n-1)/n``.
 
 With ``--dtype``, one chunk of random data is also reduced both ways with
-:mod:`sim.reduce` (bit patterns): the ring's fixed rank order and the switch's
+:mod:`fusionfabric.sim.reduce` (bit patterns): the ring's fixed rank order and the switch's
 deterministic tree, each run twice, to report that each is reproducible bit for bit and
 how far apart the two orders land (in ulps).
 """
@@ -76,8 +76,8 @@ def _measure(cfg: Config, pattern: str, cycles: int) -> tuple[float, float]:
 
 
 def _numerics(n: int, dtype: str, seed: int) -> dict:
-    from sim import reduce as red
-    from sim.layouts import Dtype, Op
+    from fusionfabric.sim import reduce as red
+    from fusionfabric.sim.layouts import Dtype, Op
 
     dt = {"bf16": Dtype.BF16, "fp16": Dtype.FP16, "fp32": Dtype.FP32,
           "int32": Dtype.INT32, "uint32": Dtype.UINT32}[dtype]

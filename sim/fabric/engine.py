@@ -2,8 +2,8 @@
 
 :class:`Fabric` holds every register of ``batch`` switches (each with its links, source
 queues and statistics) as numpy arrays with a leading batch dimension, and advances them
-one chunk of cycles at a time through the kernel (:mod:`sim.fabric.kernel` compiled by
-numba, or the numpy-vectorized :mod:`sim.fabric.vkernel`). The rules are those of
+one chunk of cycles at a time through the kernel (:mod:`fusionfabric.sim.fabric.kernel` compiled by
+numba, or the numpy-vectorized :mod:`fusionfabric.sim.fabric.vkernel`). The rules are those of
 docs/switch.md, cycle for cycle; the link adds latency, credits and framing slots.
 """
 

@@ -1,8 +1,8 @@
 """The cycle kernel: one switch plus its links, every rule of docs/switch.md, per cycle.
 
 Written as plain scalar loops over ``(batch point, cycle, port)`` so that numba compiles
-it when installed (:data:`HAVE_NUMBA`); :mod:`sim.fabric.vkernel` is the numpy-vectorized
-equivalent used without numba. Both are driven by :class:`sim.fabric.engine.Fabric`,
+it when installed (:data:`HAVE_NUMBA`); :mod:`fusionfabric.sim.fabric.vkernel` is the numpy-vectorized
+equivalent used without numba. Both are driven by :class:`fusionfabric.sim.fabric.engine.Fabric`,
 which owns the arrays; the two must agree bit for bit (tests/test_model_engine.py).
 
 Order of evaluation inside cycle ``t`` (every decision reads the state at the start of t;

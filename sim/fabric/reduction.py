@@ -30,8 +30,8 @@ __all__ = ["switch_allreduce_cycles", "reduce_unit_latency"]
 
 def reduce_unit_latency(n: int) -> int:
     """rtl/reduce/unit.py ``ReductionUnit.latency(k=n)`` for an n-member chunk on n ports
-    (the one formula lives in :func:`sim.reduce.unit_latency`)."""
-    from sim.reduce import unit_latency
+    (the one formula lives in :func:`fusionfabric.sim.reduce.unit_latency`)."""
+    from fusionfabric.sim.reduce import unit_latency
 
     return unit_latency(n, n)
 

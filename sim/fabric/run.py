@@ -32,7 +32,7 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
 
     The result holds the configuration, the seed, the engine, wall time, simulated
     cycles and sweep-point-cycles per second, one dict per point (see
-    :mod:`sim.fabric.stats`) and the saturation summary.
+    :mod:`fusionfabric.sim.fabric.stats`) and the saturation summary.
     """
     sw, run, tr = cfg.switch, cfg.run, cfg.traffic
     n = sw.n_ports

@@ -1,7 +1,7 @@
 """The cycle kernel in numpy, vectorized over (batch point, port): the fallback without numba.
 
 Same arguments, same state and the same rules, in the same order, as
-:func:`sim.fabric.kernel._kernel` (read its docstring for the order of evaluation); one
+:func:`fusionfabric.sim.fabric.kernel._kernel` (read its docstring for the order of evaluation); one
 Python iteration per cycle, every step a handful of array operations over ``batch x
 n_ports`` (the allocator over ``batch x n_ports x n_ports``). The two kernels must agree
 bit for bit; tests/test_model_engine.py runs both on the same traffic.

@@ -2,7 +2,7 @@
 ``n_ports`` BIST checkers, with every counter on a top-level port.
 
 Not a registered block (it is only built by tests and the benchmark, through
-``tb.common.runner.run(..., component=BistHarness(...))``).
+``fusionfabric.tb.common.runner.run(..., component=BistHarness(...))``).
 
 Ports
 -----
@@ -26,9 +26,9 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.bist import TrafficCheck, TrafficGen
-from rtl.switch.top import Switch
-from sim.bist import SEQ_BITS
+from fusionfabric.rtl.bist import TrafficCheck, TrafficGen
+from fusionfabric.rtl.switch.top import Switch
+from fusionfabric.sim.bist import SEQ_BITS
 
 __all__ = ["BistHarness", "FAULTS"]
 

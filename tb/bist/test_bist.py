@@ -17,9 +17,9 @@ import time
 import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, Timer
 
-from tb.common.coverage import cover_point, export_coverage
-from tb.common.stream import to_int
-from tb.common.tb import TB
+from fusionfabric.tb.common.coverage import cover_point, export_coverage
+from fusionfabric.tb.common.stream import to_int
+from fusionfabric.tb.common.tb import TB
 
 PERIOD_NS = 10
 sample_load = cover_point("bist.load", bins=["low", "mid", "full"],

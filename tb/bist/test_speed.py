@@ -6,7 +6,7 @@ costs with cocotb attached but idle.
 
 ``test_python_scoreboard`` (on the bare switch, the same parameters as the harness's
 switch): the conventional per-cycle-Python test of the same traffic: one
-:class:`StreamSource` per input fed with :class:`sim.bist.TrafficGenModel` packets (idle
+:class:`StreamSource` per input fed with :class:`fusionfabric.sim.bist.TrafficGenModel` packets (idle
 1 - load/256), one :class:`StreamSink` per output (backpressure stall/256), a
 :class:`KeyedScoreboard` per (source, destination).
 
@@ -22,12 +22,12 @@ import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, Timer
 from cocotb.utils import get_sim_time
 
-from sim.bist import TrafficGenModel
-from sim.layouts import switch_flit
-from tb.common.env import make_rng
-from tb.common.scoreboard import KeyedScoreboard
-from tb.common.stream import StreamSink, StreamSource, to_int
-from tb.common.tb import TB
+from fusionfabric.sim.bist import TrafficGenModel
+from fusionfabric.sim.layouts import switch_flit
+from fusionfabric.tb.common.env import make_rng
+from fusionfabric.tb.common.scoreboard import KeyedScoreboard
+from fusionfabric.tb.common.stream import StreamSink, StreamSource, to_int
+from fusionfabric.tb.common.tb import TB
 
 PERIOD_NS = 10
 

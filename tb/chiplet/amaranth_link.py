@@ -1,8 +1,8 @@
 """The link-pair traffic test on the Amaranth simulator (``fusionfabric link --sim amaranth``).
 
-A compact twin of :mod:`tb.chiplet.link` for the Python simulator: both sides send random
+A compact twin of :mod:`fusionfabric.tb.chiplet.link` for the Python simulator: both sides send random
 requests (non-posted ones hold a tag until their completion), each completer answers from
-:class:`sim.chiplet.MemoryModel` in random order, bit errors hit the channel at ``ber``
+:class:`fusionfabric.sim.chiplet.MemoryModel` in random order, bit errors hit the channel at ``ber``
 (data bits), and a counting scoreboard checks exactly-once, in-order per (source,
 destination), intact delivery and tag matching. Returns the same report keys.
 """
@@ -13,8 +13,8 @@ from collections import deque
 
 import numpy as np
 
-from sim import chiplet as C
-from sim.chiplet import STATUS, MemoryModel, Message, Opcode
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.chiplet import STATUS, MemoryModel, Message, Opcode
 
 NODE = {"a": 1, "b": 2}
 
@@ -46,7 +46,7 @@ class _Board:
 def run_amaranth_link(params: dict, n: int, ber: float, seed: int, max_cycles: int = 400_000):
     from amaranth.sim import Simulator
 
-    from tb.chiplet.harness import ChipletPair
+    from fusionfabric.tb.chiplet.harness import ChipletPair
 
     dut = ChipletPair(**params)
     rng = np.random.default_rng(seed)

@@ -1,8 +1,8 @@
 """Test harnesses for the chiplet link (not product blocks; rtl/ holds only synthesizable
 components): :class:`ChipletPair` (two chiplets back to back through fault channels) and
 :class:`ChipletPcsPair` (the same through the 2-lane 64b/66b PCS and the PHY adapters of
-:mod:`rtl.chiplet.phy`). The cocotb testbench is tb/chiplet/link.py; pytest runs them through
-``tb.common.runner.run("chiplet-pair", "tb.chiplet.test_link", component=...)``.
+:mod:`fusionfabric.rtl.chiplet.phy`). The cocotb testbench is tb/chiplet/link.py; pytest runs them through
+``fusionfabric.tb.common.runner.run("chiplet-pair", "fusionfabric.tb.chiplet.test_link", component=...)``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from rtl.chiplet import Chiplet, PcsToPhy, PhyToPcs
-from rtl.chiplet.common import PHY_WORD, STATUS, port_layout, sat_inc
-from rtl.pcs import PcsRx, PcsTx
+from fusionfabric.rtl.chiplet import Chiplet, PcsToPhy, PhyToPcs
+from fusionfabric.rtl.chiplet.common import PHY_WORD, STATUS, port_layout, sat_inc
+from fusionfabric.rtl.pcs import PcsRx, PcsTx
 
 __all__ = ["ChipletPair", "ChipletPcsPair", "NODE_A", "NODE_B"]
 

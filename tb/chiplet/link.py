@@ -1,7 +1,7 @@
 """Link testbench kit: traffic, responders, fault injection and a counting scoreboard.
 
-Used by :mod:`tb.chiplet.test_link` (cocotb tests) and by ``fusionfabric link`` (through
-the same cocotb module with ``stats_file`` set). The DUT is ``tb.chiplet.harness.ChipletPair``.
+Used by :mod:`fusionfabric.tb.chiplet.test_link` (cocotb tests) and by ``fusionfabric link`` (through
+the same cocotb module with ``stats_file`` set). The DUT is ``fusionfabric.tb.chiplet.harness.ChipletPair``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections import deque
 import cocotb
 from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge, Timer
 
-from sim import chiplet as C
-from sim.chiplet import STATUS, MemoryModel, Message, Opcode
-from tb.common.scoreboard import ScoreboardError
-from tb.common.stream import StreamSink, StreamSource
-from tb.common.tb import TB
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.chiplet import STATUS, MemoryModel, Message, Opcode
+from fusionfabric.tb.common.scoreboard import ScoreboardError
+from fusionfabric.tb.common.stream import StreamSink, StreamSource
+from fusionfabric.tb.common.tb import TB
 
 NODE = {"a": 1, "b": 2}
 POSTED = (Opcode.MULTICAST, Opcode.REDUCE)
@@ -459,5 +459,5 @@ class LinkTB(TB):
 
 
 def tb_arg(dut, key, default):
-    from tb.common.env import tb_args
+    from fusionfabric.tb.common.env import tb_args
     return tb_args().get(key, default)

@@ -1,7 +1,7 @@
 """cocotb tests: two chiplets back to back through a fault channel (tb.chiplet.harness.ChipletPair).
 
 One traffic test driven by the runner's ``test_args`` (error rate, bursts, outages, link
-drops, pauses; see :class:`tb.chiplet.link.LinkTB`) plus its checks: exactly-once,
+drops, pauses; see :class:`fusionfabric.tb.chiplet.link.LinkTB`) plus its checks: exactly-once,
 in-order per (source, destination), intact data, every completion matched to its tag,
 and counters consistent with the injected faults.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import cocotb
 
-from sim import chiplet as C
-from sim.chiplet import Opcode
-from tb.chiplet.link import LinkTB
-from tb.common.coverage import cover_cross, cover_point, export_coverage
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.chiplet import Opcode
+from fusionfabric.tb.chiplet.link import LinkTB
+from fusionfabric.tb.common.coverage import cover_cross, cover_point, export_coverage
 
 _OPS = [o.name for o in (Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD, Opcode.MULTICAST,
                          Opcode.REDUCE)]
@@ -57,7 +57,7 @@ async def _watch(tb):
 
 @cocotb.test()
 async def test_traffic(dut):
-    from tb.common.env import tb_args
+    from fusionfabric.tb.common.env import tb_args
     report_only = bool(tb_args().get("report_only", False))   # fusionfabric link
     tb = LinkTB(dut, strict=not report_only)
     tb.samplers.append(lambda m: _op_len(Opcode(m.opcode).name, C.LENGTHS[m.length]))

@@ -2,13 +2,13 @@
 
 A testbench declares its cover points once at import::
 
-    from tb.common.coverage import cover_point, cover_cross, export_coverage
+    from fusionfabric.tb.common.coverage import cover_point, cover_cross, export_coverage
     sample_width = cover_point("scrambler.width", bins=[1, 8, 32, 64, 66, 128])
     ...
     sample_width(64)            # sample
     export_coverage()           # at the end of each test: writes FF_COVERAGE_FILE
 
-``python -m tb.common.coverage build/`` merges every run's ``coverage.yml`` under a build
+``python -m fusionfabric.tb.common.coverage build/`` merges every run's ``coverage.yml`` under a build
 tree into ``build/coverage.yml`` and prints a short table (``make test`` does this).
 """
 

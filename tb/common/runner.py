@@ -14,7 +14,7 @@ Environment:
 ``SEED``
     the cocotb random seed; by default a fresh 32-bit seed is drawn and printed.
 ``FF_BUILD``
-    root of the build tree (default ``build/`` at the project root).
+    root of the build tree (default ``build/`` of the current directory; fusionfabric.paths).
 ``FF_VERILATOR_OPT``
     C++ ``-O`` level of ``vpi="top"`` Verilator builds (default ``-O0``; below).
 
@@ -52,12 +52,12 @@ from typing import Any
 
 from filelock import FileLock
 
-from . import toolchain
+from fusionfabric import toolchain
+from fusionfabric.paths import build_root
 
-__all__ = ["CocotbFailure", "RunResult", "run", "build_verilog", "ROOT", "BUILD_ROOT"]
+__all__ = ["CocotbFailure", "RunResult", "run", "build_verilog", "BUILD_ROOT"]
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD_ROOT = Path(os.environ.get("FF_BUILD", ROOT / "build"))
+BUILD_ROOT = build_root()
 
 #: Verilator warnings that Amaranth's output triggers and that are waived (docs/lint.md).
 VERILATOR_BUILD_ARGS = ["-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique"]
@@ -136,8 +136,8 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
     only names the directory); otherwise it is built from the registry (and converted once
     per process for each parameter set).
     """
-    from rtl.blocks import get_block
-    from rtl.export import config_hash, to_verilog
+    from fusionfabric.rtl.blocks import get_block
+    from fusionfabric.rtl.export import config_hash, to_verilog
 
     params = dict(params or {})
     memo = None
@@ -201,7 +201,7 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
     test_module : str
         Dotted module of the cocotb tests, e.g. ``"tb.scrambler.test_scrambler"``.
     params : dict
-        Block parameters; also handed to the testbench (see :func:`tb.common.tb_params`).
+        Block parameters; also handed to the testbench (see :func:`fusionfabric.tb.common.tb_params`).
     test_args : dict
         Extra JSON-able values for the testbench (traffic sizes, error rates, ...).
     name : str
@@ -224,7 +224,7 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
 
     build_dir, top = build_verilog(block, params, component=component)
     if component is None:
-        from rtl.blocks import get_block
+        from fusionfabric.rtl.blocks import get_block
         params = get_block(block).resolve(params or {})
     sim_dir = build_dir / (sim + (f"-top{_top_opt()}" if sim == "verilator" and vpi == "top"
                                   else "")

@@ -3,7 +3,7 @@
 A stream port ``i_data`` of a converted component appears in Verilog as
 ``i_data__payload``, ``i_data__valid`` and ``i_data__ready`` (``ready`` is absent for an
 always-ready stream, ``valid`` for an always-valid one). Payload structs are one flat
-vector; pack and unpack them with :class:`sim.bitfields.Fields`.
+vector; pack and unpack them with :class:`fusionfabric.sim.bitfields.Fields`.
 
 Timing discipline (identical on Icarus and Verilator): the testbench drives at the
 falling edge, then waits for ``ReadOnly`` and samples ``valid``/``ready``; a beat with both

@@ -1,15 +1,15 @@
-"""Play a :mod:`sim.workloads` workload on the RTL fabric in the Amaranth simulator (no
+"""Play a :mod:`fusionfabric.sim.workloads` workload on the RTL fabric in the Amaranth simulator (no
 Verilog build; slow: tens of cycles per second at 2 endpoints). ``fusionfabric demo
 --sim amaranth`` calls :func:`run_workload`; the results record is the one of
-``tb.fabric.test_fabric.test_workload`` (without the per-endpoint counters)."""
+``fusionfabric.tb.fabric.test_fabric.test_workload`` (without the per-endpoint counters)."""
 
 from __future__ import annotations
 
 import json
 from collections import deque
 
-from sim import chiplet as C
-from sim.chiplet import Message, Opcode
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.chiplet import Message, Opcode
 
 __all__ = ["run_workload"]
 
@@ -18,12 +18,12 @@ def run_workload(params: dict, test_args: dict, seed: int, waves: bool = False,
                  max_cycles: int = 200_000) -> dict:
     from amaranth.sim import Simulator
 
-    from rtl.blocks import get_block
-    from rtl.fabric.fabric import FAULT, LINK_STATUS
-    from rtl.fabric.fault import ber_threshold
-    from sim.bitfields import Fields
-    from sim.layouts import group_entry
-    from sim.workloads import make_workload, result_record
+    from fusionfabric.rtl.blocks import get_block
+    from fusionfabric.rtl.fabric.fabric import FAULT, LINK_STATUS
+    from fusionfabric.rtl.fabric.fault import ber_threshold
+    from fusionfabric.sim.bitfields import Fields
+    from fusionfabric.sim.layouts import group_entry
+    from fusionfabric.sim.workloads import make_workload, result_record
 
     block = get_block("fabric")
     fab = block.build(**block.resolve(params))

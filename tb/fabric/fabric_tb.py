@@ -1,6 +1,6 @@
 """Fabric testbench kit: one accelerator model per endpoint (requester with tags, completer
 with memory, RESULT receiver), group configuration, fault control, status and the results
-JSON. Used by :mod:`tb.fabric.test_fabric`; the DUT is block ``fabric``."""
+JSON. Used by :mod:`fusionfabric.tb.fabric.test_fabric`; the DUT is block ``fabric``."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from collections import deque
 
 from cocotb.triggers import ClockCycles, Event, FallingEdge, ReadOnly
 
-from rtl.fabric.fabric import FAULT, LINK_STATUS, lane_index
-from sim import chiplet as C
-from sim.bitfields import Fields
-from sim.chiplet import STATUS, MemoryModel, Message, Opcode
-from sim.layouts import GROUP_BITS, group_entry
-from tb.chiplet.link import Assembler, LinkScoreboard
-from tb.common.scoreboard import ScoreboardError
-from tb.common.stream import StreamSink, StreamSource, to_int
-from tb.common.tb import TB
+from fusionfabric.rtl.fabric.fabric import FAULT, LINK_STATUS, lane_index
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.bitfields import Fields
+from fusionfabric.sim.chiplet import STATUS, MemoryModel, Message, Opcode
+from fusionfabric.sim.layouts import GROUP_BITS, group_entry
+from fusionfabric.tb.chiplet.link import Assembler, LinkScoreboard
+from fusionfabric.tb.common.scoreboard import ScoreboardError
+from fusionfabric.tb.common.stream import StreamSink, StreamSource, to_int
+from fusionfabric.tb.common.tb import TB
 
 SWITCH_STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_group",
                 "drop_kind")
@@ -231,7 +231,7 @@ class FabricTB(TB):
 
     @staticmethod
     def args_of() -> dict:
-        from tb.common.env import tb_args
+        from fusionfabric.tb.common.env import tb_args
         return tb_args()
 
     def results_path(self) -> str:
@@ -248,7 +248,7 @@ class FabricTB(TB):
                    or self.seed)
 
     def rng_for(self, stream):
-        from tb.common.env import make_rng
+        from fusionfabric.tb.common.env import make_rng
         return make_rng(stream)
 
     def cycle(self) -> int:

@@ -2,7 +2,7 @@
 
 The test only configures, starts, waits and reads counters: the clock is cocotb's (C)
 clock, and between counter polls the test sleeps in one ``Timer`` of ``poll`` cycles, so
-no Python runs per cycle. The reference is :func:`sim.bist.port_traffic` (the numpy model
+no Python runs per cycle. The reference is :func:`fusionfabric.sim.bist.port_traffic` (the numpy model
 of every generator's message sequence): per (source, destination) the number of
 messages, beats and the final sequence number, from which each checker's counters
 follow; errors must be zero, or exactly what the planted fault (block parameter
@@ -11,7 +11,7 @@ follow; errors must be zero, or exactly what the planted fault (block parameter
 Test arguments (``test_args``): ``budget`` (messages per generator, default 40),
 ``load`` (0..256, default 256), ``stall`` (checker backpressure /256, default 0),
 ``poll`` (cycles between polls, default 1000), ``max_cycles``, ``ber`` (bit error rate set
-on every lane once all links are up, 0 = none), ``slip_lane`` (``rtl.fabric.lane_index``;
+on every lane once all links are up, 0 = none), ``slip_lane`` (``fusionfabric.rtl.fabric.lane_index``;
 -1 = none) and ``slip_at`` (cycles after enable, default 1500), ``settle`` (cycles waited
 after the run to prove nothing more arrives, default 300), ``report`` (JSON file:
 cycles, wall time, counters; for bench/fabric_bist_speed.py).
@@ -29,14 +29,14 @@ import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, Timer
 from cocotb.utils import get_sim_time
 
-from rtl.fabric.fabric import FAULT, LINK_STATUS
-from rtl.fabric.fault import ber_threshold
-from sim.bist import BIST_CONTROL, SEQ_BITS, port_traffic
-from sim.bitfields import Fields
-from sim.chiplet import STATUS
-from tb.common.stream import to_int
-from tb.common.tb import TB
-from tb.fabric.fabric_tb import LINK_ACTIVE, SWITCH_STATS
+from fusionfabric.rtl.fabric.fabric import FAULT, LINK_STATUS
+from fusionfabric.rtl.fabric.fault import ber_threshold
+from fusionfabric.sim.bist import BIST_CONTROL, SEQ_BITS, port_traffic
+from fusionfabric.sim.bitfields import Fields
+from fusionfabric.sim.chiplet import STATUS
+from fusionfabric.tb.common.stream import to_int
+from fusionfabric.tb.common.tb import TB
+from fusionfabric.tb.fabric.fabric_tb import LINK_ACTIVE, SWITCH_STATS
 
 PERIOD_NS = 10
 SEQ_MASK = (1 << SEQ_BITS) - 1

@@ -2,14 +2,14 @@
 
 Interface for callers (``fusionfabric demo`` and the pytest wrappers)
 --------------------------------------------------------------------
-``tb.common.runner.run("fabric", "tb.fabric.test_fabric", params, sim=..., seed=...,
+``fusionfabric.tb.common.runner.run("fabric", "fusionfabric.tb.fabric.test_fabric", params, sim=..., seed=...,
 testcase=<one of the tests below>, test_args=...)``; ``params`` are the ``fabric`` block's
 (``n_endpoints``, ``n_chunks``, ``am_period``, ...).
 
-``test_workload`` plays a :mod:`sim.workloads` workload on every endpoint. ``test_args``:
+``test_workload`` plays a :mod:`fusionfabric.sim.workloads` workload on every endpoint. ``test_args``:
 
 ``workload`` (str)
-    a key of ``sim.workloads.WORKLOADS`` (``allreduce-switch``, ``allreduce-ring``,
+    a key of ``fusionfabric.sim.workloads.WORKLOADS`` (``allreduce-switch``, ``allreduce-ring``,
     ``moe-alltoall``).
 ``seed`` (int, default: the run's seed)
     the workload's data seed.
@@ -17,12 +17,12 @@ testcase=<one of the tests below>, test_args=...)``; ``params`` are the ``fabric
     keyword arguments of the workload class.
 ``faults`` (None or dict)
     ``{"ber": float, "slip_lane": int, "slip_at": int, "slip_bits": int}``: bit error rate
-    on every lane (set once all links are up; ``rtl.fabric.fault.ber_threshold``), and a
+    on every lane (set once all links are up; ``fusionfabric.rtl.fabric.fault.ber_threshold``), and a
     one-shot slip of ``slip_bits`` (default 1) bits on lane ``slip_lane``
-    (``rtl.fabric.lane_index``; -1 = none) ``slip_at`` cycles (default 1000) after the
+    (``fusionfabric.rtl.fabric.lane_index``; -1 = none) ``slip_at`` cycles (default 1000) after the
     traffic starts.
 ``result_file`` (str, default ``fabric_results.json`` in the run directory)
-    written at the end with :func:`sim.workloads.result_record` plus ``crc_errors``,
+    written at the end with :func:`fusionfabric.sim.workloads.result_record` plus ``crc_errors``,
     ``flips``, ``slips`` (PCS bit slips after the links first came up: relock hunting),
     ``link_up_cycles``, ``sim`` and ``endpoints`` (per endpoint:
     chiplet status of both link ends, PCS link status, switch and reduction-unit
@@ -32,10 +32,10 @@ testcase=<one of the tests below>, test_args=...)``; ``params`` are the ``fabric
 
 ``test_traffic``, ``test_allreduce``, ``test_faults`` are the testbench's own checks
 (random unicast/multicast with completions; bf16 SUM all-reduce bit-exact against
-:mod:`sim.reduce`; both under lane bit errors and a slip). Their ``test_args``:
+:mod:`fusionfabric.sim.reduce`; both under lane bit errors and a slip). Their ``test_args``:
 ``messages`` (per endpoint), ``granules`` (16-byte reduction granules per endpoint),
 ``ber``, ``slip_lane``, ``idle``, ``backpressure``; they write the same kind of results file
-(:meth:`tb.fabric.fabric_tb.FabricTB.report`).
+(:meth:`fusionfabric.tb.fabric.fabric_tb.FabricTB.report`).
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge
 
-from rtl.fabric.fault import ber_threshold
-from sim import chiplet as C
-from sim.chiplet import Message, Opcode
-from sim.layouts import Dtype, Mode, Op
-from sim.reduce import pack_flit, random_bits, reduce_flits
-from tb.common.coverage import cover_point
-from tb.fabric.fabric_tb import FabricTB, result_items
+from fusionfabric.rtl.fabric.fault import ber_threshold
+from fusionfabric.sim import chiplet as C
+from fusionfabric.sim.chiplet import Message, Opcode
+from fusionfabric.sim.layouts import Dtype, Mode, Op
+from fusionfabric.sim.reduce import pack_flit, random_bits, reduce_flits
+from fusionfabric.tb.common.coverage import cover_point
+from fusionfabric.tb.fabric.fabric_tb import FabricTB, result_items
 
 sample_op = cover_point("fabric.opcode", bins=["WRITE", "READ", "ATOMIC_ADD", "MULTICAST",
                                                "REDUCE", "RESULT"])
@@ -236,7 +236,7 @@ async def test_faults(dut):
 async def test_workload(dut):
     """Play ``test_args["workload"]`` (sim.workloads) on every endpoint; write the
     results record; fail if it is not bit-exact."""
-    from sim.workloads import make_workload, result_record
+    from fusionfabric.sim.workloads import make_workload, result_record
 
     tb = _new_tb(dut)
     args = tb.args

@@ -2,11 +2,11 @@
 
 import cocotb
 
-from tb.common.coverage import cover_point, export_coverage
-from tb.common.env import random_words
-from tb.common.scoreboard import InOrderScoreboard
-from tb.common.stream import StreamSink, StreamSource
-from tb.common.tb import TB
+from fusionfabric.tb.common.coverage import cover_point, export_coverage
+from fusionfabric.tb.common.env import random_words
+from fusionfabric.tb.common.scoreboard import InOrderScoreboard
+from fusionfabric.tb.common.stream import StreamSink, StreamSource
+from fusionfabric.tb.common.tb import TB
 
 sample_low_bits = cover_point("kit.word_low_bits", bins=list(range(4)), xf=lambda w: w & 3)
 
@@ -41,5 +41,5 @@ async def test_increment(dut):
 
 
 def TB_ARGS():
-    from tb.common.env import tb_args
+    from fusionfabric.tb.common.env import tb_args
     return tb_args()

@@ -5,7 +5,7 @@ tb/common/stream.py (drive at the falling edge, sample after ReadOnly). Input i 
 the flits of its trace packets back to back from each packet's cycle on (the model's
 source-queue rule, link latency 0); output o is ready per the shared ready pattern.
 Every ``o_port`` handshake is logged as ``(cycle, out, src, seq, flit)``; the model runs
-the same trace (:func:`sim.fabric.exact.run_trace`) and the two logs must be equal; the
+the same trace (:func:`fusionfabric.sim.fabric.exact.run_trace`) and the two logs must be equal; the
 first diverging departure is printed with its cycle. The per-port counters (``o_stats``)
 and the final credits are compared with the model's too.
 
@@ -21,13 +21,13 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from sim.bitfields import Fields
-from sim.fabric.config import SwitchParams
-from sim.fabric.exact import first_divergence, run_trace
-from sim.fabric.kernel import S
-from sim.layouts import GROUP_BITS, group_entry, switch_flit
-from tb.common.stream import to_int
-from tb.common.tb import TB
+from fusionfabric.sim.bitfields import Fields
+from fusionfabric.sim.fabric.config import SwitchParams
+from fusionfabric.sim.fabric.exact import first_divergence, run_trace
+from fusionfabric.sim.fabric.kernel import S
+from fusionfabric.sim.layouts import GROUP_BITS, group_entry, switch_flit
+from fusionfabric.tb.common.stream import to_int
+from fusionfabric.tb.common.tb import TB
 
 STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_group",
          "drop_kind")

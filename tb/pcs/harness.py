@@ -1,5 +1,5 @@
 """Shared stimulus for the PCS tests: model transmit → lane channel → receiver, and an
-Amaranth-simulator run of ``pcs-rx`` compared with :class:`sim.pcs.Receiver` every cycle.
+Amaranth-simulator run of ``pcs-rx`` compared with :class:`fusionfabric.sim.pcs.Receiver` every cycle.
 
 No cocotb here (the cocotb testbench imports the stimulus helpers too).
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim import pcs
-from tb.common.lanes import LaneChannel
+from fusionfabric.sim import pcs
+from fusionfabric.tb.common.lanes import LaneChannel
 
 __all__ = ["tx_lane_rows", "rx_status", "compare_rx_amaranth", "channel_inputs",
            "compare_tx_amaranth", "word_rows"]
@@ -39,7 +39,7 @@ def tx_lane_rows(rng: np.random.Generator, n_lanes: int, am_period: int, n_rows:
 
 def word_rows(rows, serdes_width: int):
     """Per-cycle block rows (``rows[t][lane]``) as per-cycle rows of W-bit words, each lane
-    serialized on its own (:func:`sim.pcs.serialize`); ``rows`` itself for W = 66."""
+    serialized on its own (:func:`fusionfabric.sim.pcs.serialize`); ``rows`` itself for W = 66."""
     if serdes_width == 66:
         return [list(r) for r in rows]
     lanes = [pcs.serialize([r[k] for r in rows], serdes_width) for k in range(len(rows[0]))]
@@ -120,9 +120,9 @@ def channel_inputs(rng, rows, channel: LaneChannel, events=None):
 def compare_tx_amaranth(dut, rng: np.random.Generator, n_cycles: int, p_valid: float = 0.8):
     """Drive ``dut`` (a ``PcsTx``) with random beats (valid with probability ``p_valid``),
     record the rows it accepted (or IDLE rows it had to send), and assert ``o_lanes`` equals
-    :func:`sim.pcs.transmit` of those rows, block for block (W = 66) or word for word of
-    :func:`sim.pcs.serialize` (W = 32/64), and that ``i_data.ready`` is only high in the
-    gearbox's row cycles (:func:`sim.pcs.tx_takes`). Returns the number of output words
+    :func:`fusionfabric.sim.pcs.transmit` of those rows, block for block (W = 66) or word for word of
+    :func:`fusionfabric.sim.pcs.serialize` (W = 32/64), and that ``i_data.ready`` is only high in the
+    gearbox's row cycles (:func:`fusionfabric.sim.pcs.tx_takes`). Returns the number of output words
     compared per lane."""
     from amaranth.sim import Simulator
 

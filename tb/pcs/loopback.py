@@ -1,6 +1,6 @@
 """Test harness (not a registered block): ``pcs-tx`` and ``pcs-rx`` side by side in one
 top level, so that a cocotb testbench can carry the transmitter's lanes through a
-:class:`tb.common.lanes.LaneChannel` into the receiver. Every port of both keeps its name
+:class:`fusionfabric.tb.common.lanes.LaneChannel` into the receiver. Every port of both keeps its name
 (``i_data``, ``o_lanes`` from the transmitter; ``i_lanes``, ``o_data``, ``o_*`` status from
 the receiver)."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 
-from rtl.pcs import PcsRx, PcsTx
+from fusionfabric.rtl.pcs import PcsRx, PcsTx
 
 __all__ = ["PcsLoopback"]
 

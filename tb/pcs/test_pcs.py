@@ -1,12 +1,12 @@
-"""cocotb tests of pcs-tx → lane channel → pcs-rx (the :class:`tb.pcs.loopback.PcsLoopback`
+"""cocotb tests of pcs-tx → lane channel → pcs-rx (the :class:`fusionfabric.tb.pcs.loopback.PcsLoopback`
 harness), compared with the golden model every cycle.
 
 Each cycle the testbench (1) drives the receiver's lanes at the falling edge, (2) after
-ReadOnly steps :class:`sim.pcs.Receiver` with the lanes the receiver sampled at the last
+ReadOnly steps :class:`fusionfabric.sim.pcs.Receiver` with the lanes the receiver sampled at the last
 rising edge and compares every status port and the delivered row with it, (3) records what
 the transmitter accepted and sent, (4) pushes the transmitter's lanes through the
-:class:`tb.common.lanes.LaneChannel` (faults scheduled per cycle) for the next cycle. At the
-end the transmitter's lanes are checked block for block against :func:`sim.pcs.transmit`
+:class:`fusionfabric.tb.common.lanes.LaneChannel` (faults scheduled per cycle) for the next cycle. At the
+end the transmitter's lanes are checked block for block against :func:`fusionfabric.sim.pcs.transmit`
 of the rows it accepted, and the delivered rows against the sent rows (contiguous runs).
 
 With ``serdes_width`` W = 32/64 the lanes carry W-bit words (the gearboxes of both ends
@@ -26,13 +26,13 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from sim import pcs
-from tb.common.coverage import cover_point, export_coverage
-from tb.common.env import make_rng
-from tb.common.lanes import LaneChannel
-from tb.common.stream import StreamSource, to_int
-from tb.common.tb import TB
-from tb.pcs.harness import rx_status
+from fusionfabric.sim import pcs
+from fusionfabric.tb.common.coverage import cover_point, export_coverage
+from fusionfabric.tb.common.env import make_rng
+from fusionfabric.tb.common.lanes import LaneChannel
+from fusionfabric.tb.common.stream import StreamSource, to_int
+from fusionfabric.tb.common.tb import TB
+from fusionfabric.tb.pcs.harness import rx_status
 
 IDLE_WORD = (pcs.control_word(pcs.BlockType.IDLE), 1)
 TYPE_NAMES = {int(t): t.name for t in pcs.BlockType}
@@ -199,8 +199,8 @@ class PcsTb(TB):
 
     # -- end-of-test checks ----------------------------------------------------------------
     def check_tx(self) -> None:
-        """The transmitter's lanes, word for word, against :func:`sim.pcs.transmit` of the
-        rows it accepted, serialized to W bits (:func:`sim.pcs.serialize`)."""
+        """The transmitter's lanes, word for word, against :func:`fusionfabric.sim.pcs.transmit` of the
+        rows it accepted, serialized to W bits (:func:`fusionfabric.sim.pcs.serialize`)."""
         d = [w for row in self.sent_rows for w, _ in row]
         c = [c for row in self.sent_rows for _, c in row]
         tx = pcs.transmit(d, c, self.n, self.P)

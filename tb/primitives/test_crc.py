@@ -10,11 +10,11 @@ import zlib
 
 import cocotb
 
-from sim import crc as model
-from tb.common.coverage import cover_cross, cover_point, export_coverage
-from tb.common.scoreboard import InOrderScoreboard
-from tb.common.stream import StreamSink, StreamSource
-from tb.common.tb import TB
+from fusionfabric.sim import crc as model
+from fusionfabric.tb.common.coverage import cover_cross, cover_point, export_coverage
+from fusionfabric.tb.common.scoreboard import InOrderScoreboard
+from fusionfabric.tb.common.stream import StreamSink, StreamSource
+from fusionfabric.tb.common.tb import TB
 
 sample_width = cover_point("crc.data_width", bins=[8, 16, 32, 64, 128, 256, 512])
 sample_alg = cover_point("crc.algorithm", bins=list(model.ALGORITHMS))

@@ -11,12 +11,12 @@ import os
 
 import cocotb
 
-from sim import prbs as model
-from sim.scrambler import bits_to_words, words_to_bits
-from tb.common.coverage import cover_point, export_coverage
-from tb.common.scoreboard import InOrderScoreboard
-from tb.common.stream import StreamSink, StreamSource, to_int
-from tb.common.tb import TB
+from fusionfabric.sim import prbs as model
+from fusionfabric.sim.scrambler import bits_to_words, words_to_bits
+from fusionfabric.tb.common.coverage import cover_point, export_coverage
+from fusionfabric.tb.common.scoreboard import InOrderScoreboard
+from fusionfabric.tb.common.stream import StreamSink, StreamSource, to_int
+from fusionfabric.tb.common.tb import TB
 
 sample_order = cover_point("prbs.order", bins=[7, 15, 23, 31])
 sample_width = cover_point("prbs.data_width", bins=[1, 8, 32, 64, 66, 128])

@@ -9,12 +9,12 @@ import os
 import cocotb
 import numpy as np
 
-from sim import scrambler as model
-from tb.common.coverage import cover_point, export_coverage
-from tb.common.env import random_words
-from tb.common.scoreboard import InOrderScoreboard
-from tb.common.stream import StreamSink, StreamSource
-from tb.common.tb import TB
+from fusionfabric.sim import scrambler as model
+from fusionfabric.tb.common.coverage import cover_point, export_coverage
+from fusionfabric.tb.common.env import random_words
+from fusionfabric.tb.common.scoreboard import InOrderScoreboard
+from fusionfabric.tb.common.stream import StreamSink, StreamSource
+from fusionfabric.tb.common.tb import TB
 
 sample_width = cover_point("scrambler.data_width", bins=[1, 8, 32, 64, 66, 128])
 sample_kind = cover_point("scrambler.kind", bins=["scrambler", "descrambler"])

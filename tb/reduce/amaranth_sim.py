@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.sim import Simulator
 
-from tb.reduce.traffic import result_fields
+from fusionfabric.tb.reduce.traffic import result_fields
 
 __all__ = ["simulate"]
 

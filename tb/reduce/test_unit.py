@@ -2,7 +2,7 @@
 
 Every dtype × op as its own group (sizes cycling over 2, 3, 8 and n_ports), chunks
 interleaved in a random arrival order, random idle on the sources and random backpressure
-on the result sink; results checked bit for bit against :mod:`sim.reduce` by a scoreboard
+on the result sink; results checked bit for bit against :mod:`fusionfabric.sim.reduce` by a scoreboard
 keyed by (group, chunk); duplicate and non-member contributions must be counted, never
 summed; the open-chunk table runs full (held back, counted). Test arguments (runner
 ``test_args``): ``chunks`` per group, ``window`` (live chunks, ≤ n_chunks), ``duplicates``,
@@ -12,13 +12,13 @@ summed; the open-chunk table runs full (held back, counted). Test arguments (run
 import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from sim.layouts import Dtype, Kind, Op
-from tb.common.env import tb_args
-from tb.common.coverage import cover_cross, cover_point, export_coverage
-from tb.common.scoreboard import KeyedScoreboard
-from tb.common.stream import StreamSink, StreamSource
-from tb.common.tb import TB
-from tb.reduce.traffic import make_traffic, random_groups, result_fields
+from fusionfabric.sim.layouts import Dtype, Kind, Op
+from fusionfabric.tb.common.env import tb_args
+from fusionfabric.tb.common.coverage import cover_cross, cover_point, export_coverage
+from fusionfabric.tb.common.scoreboard import KeyedScoreboard
+from fusionfabric.tb.common.stream import StreamSink, StreamSource
+from fusionfabric.tb.common.tb import TB
+from fusionfabric.tb.reduce.traffic import make_traffic, random_groups, result_fields
 
 sample_dtype = cover_point("reduce.dtype", bins=[d.name for d in Dtype])
 sample_op = cover_point("reduce.op", bins=[o.name for o in Op])

@@ -3,7 +3,7 @@
 Pure Python/numpy (no cocotb): builds group-table writes, contribution flits for a set of
 (group, chunk) reductions in a random arrival order (chunks interleaved, members shuffled),
 optional duplicate and non-member flits, and the expected result of every chunk from
-:mod:`sim.reduce`.
+:mod:`fusionfabric.sim.reduce`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim import reduce as R
-from sim.layouts import GROUP_BITS, Dtype, Kind, Mode, Op, group_entry, switch_flit
+from fusionfabric.sim import reduce as R
+from fusionfabric.sim.layouts import GROUP_BITS, Dtype, Kind, Mode, Op, group_entry, switch_flit
 
 __all__ = ["Group", "Traffic", "make_traffic", "config_word", "result_fields"]
 

@@ -19,7 +19,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.prbs import PrbsChecker, PrbsGenerator
+from fusionfabric.rtl.prbs import PrbsChecker, PrbsGenerator
 
 
 class PrbsPair(wiring.Component):

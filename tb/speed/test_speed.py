@@ -2,8 +2,8 @@
 start-up excluded) and writes ``{"cycles": n, "seconds": s}`` to ``args["out"]``.
 
 Every variant also checks its result, so the speed is that of a design doing the right thing:
-the scrambler output is scoreboarded against :func:`sim.scrambler.scramble`, each CRC against
-:func:`sim.crc.crc_table`, and the PRBS checker must count exactly the injected errors.
+the scrambler output is scoreboarded against :func:`fusionfabric.sim.scrambler.scramble`, each CRC against
+:func:`fusionfabric.sim.crc.crc_table`, and the PRBS checker must count exactly the injected errors.
 """
 
 import json
@@ -12,10 +12,10 @@ import time
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, Timer
 
-from tb.common.tb import TB
-from tb.common.env import random_words
-from tb.common.scoreboard import InOrderScoreboard
-from tb.common.stream import StreamSink, StreamSource, to_int
+from fusionfabric.tb.common.tb import TB
+from fusionfabric.tb.common.env import random_words
+from fusionfabric.tb.common.scoreboard import InOrderScoreboard
+from fusionfabric.tb.common.stream import StreamSink, StreamSource, to_int
 
 
 def _save(tb, cycles, seconds, **extra):
@@ -26,7 +26,7 @@ def _save(tb, cycles, seconds, **extra):
 @cocotb.test()
 async def scrambler_stream(dut):
     """Per-cycle Python: stream source, stream sink and an in-order scoreboard."""
-    from sim.scrambler import scramble
+    from fusionfabric.sim.scrambler import scramble
 
     tb = TB(dut, stall_cycles=1000)
     width = tb.params["data_width"]
@@ -51,7 +51,7 @@ async def crc_stream(dut):
     """Per-cycle Python: framed beats in, one CRC per frame out, checked against the model."""
     import numpy as np
 
-    from sim.crc import crc_table, frame_beats, out_fields
+    from fusionfabric.sim.crc import crc_table, frame_beats, out_fields
 
     tb = TB(dut, stall_cycles=1000)
     width, alg = tb.params["data_width"], tb.params["algorithm"]

@@ -27,8 +27,8 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.switch.top import Switch
-from sim.layouts import Dtype, Kind, Mode, Op, group_entry
+from fusionfabric.rtl.switch.top import Switch
+from fusionfabric.sim.layouts import Dtype, Kind, Mode, Op, group_entry
 
 __all__ = ["AllReduceHarness"]
 

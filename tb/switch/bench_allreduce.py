@@ -8,8 +8,8 @@ import json
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
-from tb.common.stream import to_int
-from tb.common.tb import TB
+from fusionfabric.tb.common.stream import to_int
+from fusionfabric.tb.common.tb import TB
 
 
 @cocotb.test()

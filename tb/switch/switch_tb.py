@@ -6,12 +6,12 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
-from sim.bitfields import Fields
-from sim.layouts import GROUP_BITS, Kind, group_entry, switch_flit
-from sim.switch_ref import route
-from tb.common.scoreboard import KeyedScoreboard
-from tb.common.stream import StreamSink, StreamSource, to_int
-from tb.common.tb import TB as _TB
+from fusionfabric.sim.bitfields import Fields
+from fusionfabric.sim.layouts import GROUP_BITS, Kind, group_entry, switch_flit
+from fusionfabric.sim.switch_ref import route
+from fusionfabric.tb.common.scoreboard import KeyedScoreboard
+from fusionfabric.tb.common.stream import StreamSink, StreamSource, to_int
+from fusionfabric.tb.common.tb import TB as _TB
 
 STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_group",
          "drop_kind")
@@ -47,7 +47,7 @@ class SwitchTB(_TB):
             s.on_beat.append(lambda w, c, o=o: self._observe(o, w, c))
 
     def _rng(self, k):
-        from tb.common.env import make_rng
+        from fusionfabric.tb.common.env import make_rng
         return make_rng(k)
 
     def _fmt(self, w):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from sim.layouts import Kind
-from tb.common.coverage import cover_point, export_coverage
-from tb.common.env import random_words, tb_args, tb_params
-from tb.switch.switch_tb import SwitchTB
+from fusionfabric.sim.layouts import Kind
+from fusionfabric.tb.common.coverage import cover_point, export_coverage
+from fusionfabric.tb.common.env import random_words, tb_args, tb_params
+from fusionfabric.tb.switch.switch_tb import SwitchTB
 
 _N = int(tb_params().get("n_ports", 4))
 sample_pair = cover_point("switch.pair", bins=[(i, o) for i in range(_N) for o in range(_N)])

@@ -7,13 +7,13 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
-from sim.bitfields import Fields
-from sim.layouts import Dtype, Kind, Mode, Op
-from sim.reduce import random_bits, reduce_flits, pack_flit, elements_per_flit
-from tb.common.coverage import cover_point, export_coverage
-from tb.common.env import random_words, tb_params
-from tb.common.stream import to_int
-from tb.switch.switch_tb import SwitchTB
+from fusionfabric.sim.bitfields import Fields
+from fusionfabric.sim.layouts import Dtype, Kind, Mode, Op
+from fusionfabric.sim.reduce import random_bits, reduce_flits, pack_flit, elements_per_flit
+from fusionfabric.tb.common.coverage import cover_point, export_coverage
+from fusionfabric.tb.common.env import random_words, tb_params
+from fusionfabric.tb.common.stream import to_int
+from fusionfabric.tb.switch.switch_tb import SwitchTB
 
 _N = int(tb_params().get("n_ports", 4))
 sample_group = cover_point("switch.reduce.group_size", bins=list(range(2, _N + 1)))

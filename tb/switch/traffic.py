@@ -16,8 +16,8 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.switch.top import Switch
-from sim.layouts import Kind
+from fusionfabric.rtl.switch.top import Switch
+from fusionfabric.sim.layouts import Kind
 
 __all__ = ["TrafficHarness"]
 

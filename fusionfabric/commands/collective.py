@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from sim.cli import CliError
+from fusionfabric.cli import CliError
 
 NAME = "collective"
 HELP = "all-reduce or all-to-all on the fabric: ring or in-switch reduction, algbw/busbw"
@@ -16,7 +16,7 @@ ALGOS = ("ring", "switch")
 
 
 def add_arguments(p):
-    from sim.fabric.cliutil import add_config_arguments
+    from fusionfabric.sim.fabric.cliutil import add_config_arguments
 
     p.add_argument("op", help="allreduce or alltoall")
     add_config_arguments(p)
@@ -31,8 +31,8 @@ def add_arguments(p):
 
 
 def run(args):
-    from sim.fabric.cliutil import build_config, parse_bytes, say
-    from sim.fabric.collective import DTYPES, collective
+    from fusionfabric.sim.fabric.cliutil import build_config, parse_bytes, say
+    from fusionfabric.sim.fabric.collective import DTYPES, collective
 
     if args.op not in OPS:
         raise CliError(f"collective {args.op!r} is not one of: {', '.join(OPS)}")
@@ -81,7 +81,7 @@ def run(args):
     else:
         sys.stdout.write(text)
     if args.plot:
-        from sim.fabric.plot import plot_collective
+        from fusionfabric.sim.fabric.plot import plot_collective
 
         plot_collective(rows, args.plot, title=f"{args.op}, {cfg.switch.n_ports} ports")
         say(f"wrote {args.plot}")

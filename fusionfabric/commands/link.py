@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sim.cli import CliError
+from fusionfabric.cli import CliError
 
 NAME = "link"
 HELP = "run two chiplets back to back through a bit-error channel; report loss and goodput"
@@ -44,9 +44,12 @@ def _num(text, name, kind, lo, hi):
 
 
 def run(args):
-    from rtl.blocks import get_block, parse_sets
-    from tb.chiplet.harness import ChipletPair
-    from tb.common import runner
+    from fusionfabric.extras import require
+
+    require("dev", "link")
+    from fusionfabric.rtl.blocks import get_block, parse_sets
+    from fusionfabric.tb.chiplet.harness import ChipletPair
+    from fusionfabric.tb.common import runner
 
     ber = _num(args.ber, "ber", float, 0.0, 1e-2)
     n = _num(args.transactions, "transactions", int, 1, 100_000)
@@ -58,7 +61,7 @@ def run(args):
         raise CliError(f"--sim {args.sim!r} is not one of {', '.join(SIMS)}")
     block = get_block("chiplet")
     params = block.resolve(parse_sets(block, args.set))
-    from sim.chiplet import LinkParams
+    from fusionfabric.sim.chiplet import LinkParams
     try:
         LinkParams(**params)
     except (TypeError, ValueError) as exc:
@@ -66,7 +69,7 @@ def run(args):
     if args.sim == "amaranth":
         if burst or drops:
             raise CliError("--burst and --link-drops need --sim icarus or verilator")
-        from tb.chiplet.amaranth_link import run_amaranth_link
+        from fusionfabric.tb.chiplet.amaranth_link import run_amaranth_link
         stats = run_amaranth_link(params, (n + 1) // 2, ber, seed)
         return _print(args, stats, params, ber, seed, n)
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,7 +78,7 @@ def run(args):
                      "stats_file": str(stats_file), "report_only": True,
                      "stall": 200_000}
         try:
-            runner.run("chiplet-pair", "tb.chiplet.test_link", params,
+            runner.run("chiplet-pair", "fusionfabric.tb.chiplet.test_link", params,
                        component=ChipletPair(**params),
                        sim=args.sim, seed=seed, test_args=test_args,
                        name=f"cli-ber{ber:g}-n{n}-s{seed}")

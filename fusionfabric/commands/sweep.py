@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sim.cli import CliError
+from fusionfabric.cli import CliError
 
 NAME = "sweep"
 HELP = "sweep offered load on the cycle-level switch+link model (BookSim-style statistics)"
 
 
 def add_arguments(p):
-    from sim.fabric.cliutil import add_config_arguments
+    from fusionfabric.sim.fabric.cliutil import add_config_arguments
 
     add_config_arguments(p)
     p.add_argument("--pattern", default=None, help="traffic.pattern (uniform, permutation, "
@@ -33,10 +33,10 @@ def add_arguments(p):
 
 
 def format_table(r) -> str:
-    from sim.fabric.phys import rack_report
+    from fusionfabric.sim.fabric.phys import rack_report
 
     cfg = r["config"]
-    from sim.fabric.config import PhysParams
+    from fusionfabric.sim.fabric.config import PhysParams
     phys = PhysParams(**cfg["phys"])
     n = cfg["switch"]["n_ports"]
     lines = [f"# {cfg['traffic']['pattern']} on {n} ports, mode {cfg['switch']['mode']}, "
@@ -70,11 +70,11 @@ def format_table(r) -> str:
 
 
 def run(args):
-    from sim.fabric.cliutil import build_config, say
-    from sim.fabric.config import ConfigError
-    from sim.fabric.run import run_sweep
-    from sim.fabric.stats import to_csv, to_json
-    from sim.fabric.traffic import TrafficError
+    from fusionfabric.sim.fabric.cliutil import build_config, say
+    from fusionfabric.sim.fabric.config import ConfigError
+    from fusionfabric.sim.fabric.run import run_sweep
+    from fusionfabric.sim.fabric.stats import to_csv, to_json
+    from fusionfabric.sim.fabric.traffic import TrafficError
 
     flags = {"pattern": "traffic.pattern", "loads": "run.loads", "cycles": "run.cycles",
              "trace": "traffic.trace_file"}
@@ -95,7 +95,7 @@ def run(args):
     else:
         sys.stdout.write(text)
     if args.plot:
-        from sim.fabric.plot import plot_sweep
+        from fusionfabric.sim.fabric.plot import plot_sweep
 
         plot_sweep([r], args.plot, title=f"{cfg.traffic.pattern}, {cfg.switch.n_ports} "
                    f"ports, seed {cfg.run.seed}")

@@ -1,6 +1,6 @@
 """``fusionfabric demo``: the fabric's main job (issue 7, docs/demo.md).
 
-Runs the workloads of :mod:`sim.workloads` on the 8-endpoint fabric in RTL simulation
+Runs the workloads of :mod:`fusionfabric.sim.workloads` on the 8-endpoint fabric in RTL simulation
 (``tb/fabric``, Verilator by default): a bf16 all-reduce through the switch's reduction
 units and the same one as a ring, both bit-exact against numpy in their documented
 orders, and a skewed MoE all-to-all; once on clean lanes and once with bit errors on every
@@ -8,16 +8,16 @@ lane plus a slip on one lane mid-run. Prints a table (bytes moved, cycles, goodp
 port, reduction speedup over the ring, replays, relocks, bit-exact, seed), writes
 ``demo.json`` and plots under ``--out``. Exit status 1 if any run is not bit-exact.
 
-``--engine ideal`` plays the same workloads on :class:`sim.workloads.IdealNetwork`
+``--engine ideal`` plays the same workloads on :class:`fusionfabric.sim.workloads.IdealNetwork`
 (pure Python, loss-free links of one slot per cycle), for a quick look without RTL.
 
-The fabric testbench (``tb.fabric.test_fabric.test_workload``) gets ``test_args =
+The fabric testbench (``fusionfabric.tb.fabric.test_fabric.test_workload``) gets ``test_args =
 {workload, seed, params, faults, result_file}`` (``faults``: None or ``{"ber": float,
 "slip_lane": int, "slip_at": int}``, lane -1 = no slip) and writes a JSON object to
-``result_file`` (``tb.fabric.fabric_tb.FabricTB.write_results``) with ``cycles``,
+``result_file`` (``fusionfabric.tb.fabric.fabric_tb.FabricTB.write_results``) with ``cycles``,
 ``replays`` and ``relocks`` (summed over every link), ``endpoints`` (per port:
 ``sent_bytes``, ``received_bytes``, ``crc_errors``, ``flips``, ...) and, from
-:func:`sim.workloads.result_record`, ``bit_exact``, ``error`` and ``stats``. A missing
+:func:`fusionfabric.sim.workloads.result_record`, ``bit_exact``, ``error`` and ``stats``. A missing
 ``bit_exact`` counts as True only if the cocotb test passed. docs/demo.md.
 """
 
@@ -29,22 +29,21 @@ import sys
 import time
 from pathlib import Path
 
-from sim.cli import CliError
+from fusionfabric.cli import CliError
 
 NAME = "demo"
 HELP = ("the fabric demo: in-network vs ring bf16 all-reduce and an MoE all-to-all on the "
         "RTL fabric, bit-exact, with and without lane faults")
 
-ROOT = Path(__file__).resolve().parents[2]
 SIMS = ("verilator", "icarus", "amaranth")
 ENGINES = ("rtl", "ideal")
 #: The fabric block and its cocotb module (tb/fabric), the test that plays one workload.
 BLOCK = "fabric"
-TB_MODULE = "tb.fabric.test_fabric"
+TB_MODULE = "fusionfabric.tb.fabric.test_fabric"
 TB_TESTCASE = "test_workload"
 #: Amaranth-simulator runner of the same testbench: ``fn(params, test_args, seed, waves)``
 #: returns the results dict (or writes ``test_args["result_file"]``).
-AMARANTH_RUNNER = ("tb.fabric.amaranth_fabric", "run_workload")
+AMARANTH_RUNNER = ("fusionfabric.tb.fabric.amaranth_fabric", "run_workload")
 SLOT_BYTES = 16
 
 # display name, workload name in sim.workloads
@@ -83,7 +82,7 @@ def add_arguments(p):
                    help="bit-error rate on every lane in the fault runs (default 1e-5)")
     p.add_argument("--slip", default="1",
                    help="lane slipped by one bit mid-run in the fault runs (lane index of "
-                        "rtl.fabric.lane_index; -1: none; default 1)")
+                        "fusionfabric.rtl.fabric.lane_index; -1: none; default 1)")
     p.add_argument("--slip-at", default=None,
                    help="cycle after the traffic starts at which the lane slips (default: "
                         "half the workload's cycles on the ideal network, i.e. mid-run)")
@@ -118,7 +117,7 @@ def _fabric_params(args, n: int) -> dict:
                 raise CliError(f"--set {item!r}: only n_chunks=N applies to --engine ideal")
             params["n_chunks"] = _num(text, "set n_chunks", int, 1, 64)
         return params
-    from rtl.blocks import BlockError, get_block, parse_sets
+    from fusionfabric.rtl.blocks import BlockError, get_block, parse_sets
 
     try:
         block = get_block(BLOCK)
@@ -154,7 +153,7 @@ def _workload_params(args, n: int, n_chunks: int) -> dict[str, dict]:
 
 # -- running ---------------------------------------------------------------------------------------
 def _run_ideal(name, n, seed, wparams, n_chunks) -> dict:
-    from sim.workloads import IdealNetwork, make_workload
+    from fusionfabric.sim.workloads import IdealNetwork, make_workload
 
     w = make_workload(name, n, seed, **wparams)
     t0 = time.perf_counter()
@@ -194,7 +193,7 @@ def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
         if res is not None and not result_file.exists():
             result_file.write_text(json.dumps(res, default=str))
     else:
-        from tb.common import runner
+        from fusionfabric.tb.common import runner
         try:
             r = runner.run(BLOCK, TB_MODULE, params, sim=args.sim, seed=seed,
                            testcase=TB_TESTCASE, test_args=test_args, waves=args.waves,
@@ -250,6 +249,10 @@ def run(args):
         raise CliError(f"--engine {args.engine!r} is not one of {', '.join(ENGINES)}")
     if args.sim not in SIMS:
         raise CliError(f"--sim {args.sim!r} is not one of {', '.join(SIMS)}")
+    if args.engine == "rtl" and args.sim != "amaranth":
+        from fusionfabric.extras import require
+
+        require("dev", "demo --engine rtl")
     n = _num(args.endpoints, "endpoints", int, 2, 128)
     seed = _num(args.seed, "seed", int, 0, 2**32 - 1)
     ber = _num(args.ber, "ber", float, 0.0, 1e-2)
@@ -277,14 +280,14 @@ def run(args):
     n_chunks = int(params.get("n_chunks", 16))
     wparams = _workload_params(args, n, n_chunks)
     # build each workload once here: bad combinations end as CliError before any run
-    from sim.workloads import make_workload
+    from fusionfabric.sim.workloads import make_workload
     for name in names:
         try:
             make_workload(name, n, seed, **wparams[name])
         except ValueError as exc:
             raise CliError(f"{name}: {exc}") from None
     out = Path(args.out)
-    out = out if out.is_absolute() else ROOT / out
+    out = out.absolute()
     out.mkdir(parents=True, exist_ok=True)
 
     t0 = time.time()

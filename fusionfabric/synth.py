@@ -100,8 +100,8 @@ class SynthError(RuntimeError):
 
 
 def _root() -> Path:
-    from tb.common.runner import BUILD_ROOT
-    return BUILD_ROOT / "synth"
+    from fusionfabric.paths import build_root
+    return build_root() / "synth"
 
 
 @dataclass(frozen=True)
@@ -498,8 +498,8 @@ def synth(block_name: str, params: dict[str, Any] | None = None, target: str = "
     A saved result of the same configuration is returned as it is (``cached = True``)
     unless ``force``: see :func:`_reusable`.
     """
-    from rtl.blocks import get_block
-    from rtl.export import config_hash, to_verilog
+    from fusionfabric.rtl.blocks import get_block
+    from fusionfabric.rtl.export import config_hash, to_verilog
 
     block = get_block(block_name)
     full = block.resolve(params or {})
@@ -533,7 +533,7 @@ def synth(block_name: str, params: dict[str, Any] | None = None, target: str = "
 
 def _short_params(block: str, params: dict[str, Any]) -> str:
     try:
-        from rtl.blocks import get_block
+        from fusionfabric.rtl.blocks import get_block
         defaults = get_block(block).defaults
     except Exception:  # a result from an older registry: show everything
         defaults = {}

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from sim.cli import CliError
+from fusionfabric.cli import CliError
 
 NAME = "synth"
 HELP = "synthesize, place and route a block with Yosys + nextpnr (yowasp); print LUT/FF/BRAM/Fmax"
@@ -29,7 +29,7 @@ def add_arguments(p):
                    help="timing target handed to nextpnr (default 150 ecp5, 100 ice40)")
     p.add_argument("--seed", type=int, default=None,
                    help="placement seed (default 1; with --report, each row's own, "
-                        "sim.synth.REPORT_SETS)")
+                        "fusionfabric.synth.REPORT_SETS)")
     p.add_argument("--timeout", type=float, default=None, metavar="SEC",
                    help="time limit of each nextpnr run (default 1200 s); a run that "
                         "times out gives a row with the Yosys figures and nextpnr's last "
@@ -46,8 +46,11 @@ def add_arguments(p):
 
 
 def run(args):
-    from rtl.blocks import all_blocks, get_block, parse_sets
-    from sim.synth import REPORT_SETS, SynthError, check_tools, format_table, synth
+    from fusionfabric.extras import require
+
+    require("fpga", "synth")
+    from fusionfabric.rtl.blocks import all_blocks, get_block, parse_sets
+    from fusionfabric.synth import REPORT_SETS, SynthError, check_tools, format_table, synth
 
     many = args.all or args.report
     if (args.all + args.report + bool(args.block)) != 1:
@@ -57,7 +60,7 @@ def run(args):
     if many and args.late is not None:
         raise CliError("synth: --late needs one BLOCK")
     if args.late is not None:
-        from sim.synth import SynthError, late_period_ns
+        from fusionfabric.synth import SynthError, late_period_ns
         try:
             late_period_ns(args.late)     # before the tools run, not after
         except SynthError as exc:
@@ -96,7 +99,7 @@ def run(args):
     print(format_table(rows))
     if args.late is not None and results:
         _print_late(rows[0], args.late)
-    from sim.synth import _root
+    from fusionfabric.synth import _root
     label = "all" if args.all else "report" if args.report else jobs[0][0]
     out = _root() / f"{label}-{args.target}.json"
     doc = results if many else results[0]
@@ -111,7 +114,7 @@ def run(args):
 
 
 def _print_late(res, mhz: float) -> None:
-    from sim.synth import SynthError, late_registers
+    from fusionfabric.synth import SynthError, late_registers
     report = Path(res.build_dir) / "report.json"
     if res.status != "ok" or not report.exists():
         raise CliError(f"synth --late: no routed design to check ({res.status})")

@@ -11,7 +11,7 @@ two targets:
     the fileset and the top module, for inclusion by other cores;
 ``lint``
     Verilator ``--lint-only -Wall`` with the waiver classes of ``docs/lint.md`` turned off
-    as whole warning codes (coarser than ``python -m sim.lint``, which waives some codes only
+    as whole warning codes (coarser than ``python -m fusionfabric.lint``, which waives some codes only
     in the forms Amaranth's output takes).
 
 The parameters are recorded in the description, so a core says what it was generated from.
@@ -37,7 +37,7 @@ def _version() -> str:
 
 
 def _lint_options() -> list[str]:
-    from sim.lint import WAIVERS
+    from fusionfabric.lint import WAIVERS
     return ["-Wall"] + [f"-Wno-{c}" for c in dict.fromkeys(w.code for w in WAIVERS)]
 
 

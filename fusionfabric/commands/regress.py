@@ -15,12 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from sim.cli import CliError
+from fusionfabric.cli import CliError
 
 NAME = "regress"
 HELP = "generate every block's Verilog, run the cocotb regressions, print a summary"
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(p):
@@ -32,8 +31,8 @@ def add_arguments(p):
 
 
 def _generate(out: Path) -> list[dict]:
-    from rtl.blocks import all_blocks
-    from rtl.export import port_map, to_verilog
+    from fusionfabric.rtl.blocks import all_blocks
+    from fusionfabric.rtl.export import port_map, to_verilog
 
     rows = []
     out.mkdir(parents=True, exist_ok=True)
@@ -53,7 +52,7 @@ def _generate(out: Path) -> list[dict]:
 
 def _collect(start: float, sim: str) -> dict[str, dict]:
     per_block: dict[str, dict] = {}
-    for f in (ROOT / "build").glob(f"rtl/*/{sim}*/runs/*/summary.json"):
+    for f in build_root().glob(f"rtl/*/{sim}*/runs/*/summary.json"):
         if f.stat().st_mtime < start:
             continue
         s = json.loads(f.read_text())
@@ -69,20 +68,27 @@ def _collect(start: float, sim: str) -> dict[str, dict]:
 
 
 def run(args):
+    from fusionfabric.extras import require
+    from fusionfabric.paths import build_root
+
+    require("dev", "regress")
+    tests = Path.cwd() / "tests"
+    if not (tests / "conftest.py").is_file():
+        raise CliError(f"regress runs the test suite of a checkout: no tests/conftest.py in {Path.cwd()}")
     if args.sim not in ("icarus", "verilator"):
         raise CliError(f"--sim {args.sim!r} is not icarus or verilator")
     t0 = time.time()
-    rows = _generate(ROOT / args.out if not Path(args.out).is_absolute() else Path(args.out))
+    rows = _generate(Path(args.out).absolute())
     print(f"generated Verilog for {len(rows)} blocks in {args.out}/")
     status = 0
     per_block: dict[str, dict] = {}
     if not args.no_regress:
         start = time.time()
         cmd = [sys.executable, "-m", "pytest", "-q", "-m", "cocotb and not soak", "-k",
-               args.sim, "-n", str(args.jobs), "-p", "no:cacheprovider", str(ROOT / "tests")]
+               args.sim, "-n", str(args.jobs), "-p", "no:cacheprovider", str(tests)]
         print("running:", " ".join(cmd[2:]), flush=True)
         env = dict(os.environ, SIM=args.sim)
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        proc = subprocess.run(cmd, cwd=Path.cwd(), env=env, capture_output=True, text=True)
         tail = [l for l in proc.stdout.splitlines() if l.strip()][-1:] or ["(no output)"]
         print("pytest:", tail[0])
         if proc.returncode != 0:

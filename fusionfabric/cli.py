@@ -1,6 +1,6 @@
 """The ``fusionfabric`` command line.
 
-Subcommands live one per module in :mod:`sim.commands`; each module defines ``NAME``,
+Subcommands live one per module in :mod:`fusionfabric.commands`; each module defines ``NAME``,
 ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``. Every bad parameter, unknown
 block or malformed value ends with exit status 2 and one line naming it, no traceback.
 """
@@ -25,13 +25,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _commands():
-    import sim.commands as pkg
+    import fusionfabric.commands as pkg
 
     mods = []
     for info in pkgutil.iter_modules(pkg.__path__):
         if info.name.startswith("_"):
             continue
-        mod = importlib.import_module(f"sim.commands.{info.name}")
+        mod = importlib.import_module(f"fusionfabric.commands.{info.name}")
         if hasattr(mod, "NAME") and hasattr(mod, "run"):
             mods.append(mod)
     return sorted(mods, key=lambda m: m.NAME)
@@ -48,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rtl.blocks import BlockError
-    from sim.bitfields import FieldError
+    from fusionfabric.extras import MissingExtra
+    from fusionfabric.rtl.blocks import BlockError
+    from fusionfabric.sim.bitfields import FieldError
 
     try:
         parser = build_parser()
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 2
         return int(args._run(args) or 0)
-    except (CliError, BlockError, FieldError) as exc:
+    except (CliError, BlockError, FieldError, MissingExtra) as exc:
         print(f"fusionfabric: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
@@ -66,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Under ``python -m sim.cli`` this file is ``__main__``, a second copy whose CliError the
+    # Under ``python -m fusionfabric.cli`` this file is ``__main__``, a second copy whose CliError the
     # commands do not raise; run the package module's main so user errors still exit 2.
-    from sim.cli import main as _main
+    from fusionfabric.cli import main as _main
 
     sys.exit(_main())

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from sim.cli import CliError
+from fusionfabric.cli import CliError
 
 NAME = "generate"
 HELP = "write the Verilog of one block (and its JSON port map)"
@@ -27,7 +27,7 @@ def add_arguments(p):
 
 
 def list_blocks(out=None):
-    from rtl.blocks import all_blocks
+    from fusionfabric.rtl.blocks import all_blocks
 
     out = out or sys.stdout
 
@@ -40,8 +40,8 @@ def list_blocks(out=None):
 
 
 def run(args):
-    from rtl.blocks import get_block, parse_sets
-    from rtl.export import port_map, to_verilog
+    from fusionfabric.rtl.blocks import get_block, parse_sets
+    from fusionfabric.rtl.export import port_map, to_verilog
 
     if args.list:
         list_blocks()
@@ -66,7 +66,7 @@ def run(args):
         out.with_suffix(".ports.json").write_text(json.dumps(ports, indent=2) + "\n")
         print(f"wrote {out} and {out.with_suffix('.ports.json')}", file=sys.stderr)
         if args.fusesoc:
-            from sim.fusesoc import core_text
+            from fusionfabric.fusesoc import core_text
             core = out.with_suffix(".core")
             core.write_text(core_text(block.name, params, out.name, top, doc=block.doc,
                                       name=args.name and top))

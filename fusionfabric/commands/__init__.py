@@ -1,0 +1,1 @@
+"""One module per ``fusionfabric`` subcommand (see :mod:`fusionfabric.cli`)."""

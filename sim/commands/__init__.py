@@ -1,1 +1,0 @@
-"""One module per ``fusionfabric`` subcommand (see :mod:`sim.cli`)."""
