@@ -1,10 +1,10 @@
-"""Chiplet link goodput, latency and replay-buffer depth (issue 4, "Performance").
+"""Chiplet link goodput, latency and replay-buffer depth (docs/protocol.md, "Performance").
 
 Prints, side by side from one run:
 
 1. the bound: overhead factors of 256-byte writes against the raw lane bit rate
    (TL header, DL header + CRC, START rows, 64b/66b, alignment markers) per DL flit size,
-   with a START row before every flit (``start_every = 1``, the old framing) and with
+   with a START row before every flit (``start_every = 1``) and with
    back-to-back flits delimited by position (``start_every = 16``);
 2. measured goodput of the RTL link through the real PCS (``fusionfabric.tb.chiplet.harness.
    ChipletPcsPair``: chiplet → PhyToPcs → PcsTx, 2 lanes → lanes → PcsRx → PcsToPhy →

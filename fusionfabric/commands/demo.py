@@ -1,4 +1,4 @@
-"""``fusionfabric demo``: the fabric's main job (issue 7, docs/demo.md).
+"""``fusionfabric demo``: the fabric's main job (docs/demo.md).
 
 Runs the workloads of :mod:`fusionfabric.sim.workloads` on the 8-endpoint fabric in RTL simulation
 (``tb/fabric``, Verilator by default): a bf16 all-reduce through the switch's reduction

@@ -1,6 +1,5 @@
 """``fusionfabric regress``: every block's Verilog and cocotb regressions in one table.
 
-(This was ``fusionfabric demo`` before issue 7; the demo now runs the fabric workloads.)
 Generates the Verilog of every registered block, runs every block's cocotb regression on
 one simulator, and prints a summary table (block, Verilog size, cocotb runs, passed,
 seeds). Exit status is non-zero if any regression fails.
