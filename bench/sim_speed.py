@@ -3,7 +3,7 @@ cocotb + Verilator, side by side in one run.
 
 Two kinds of testbench, to show what per-cycle Python costs:
 
-* **per-cycle Python**: a stream source and sink (tb.common) feed the scrambler / CRC and a
+* **per-cycle Python**: a stream source and sink (fusionfabric.tb.common) feed the scrambler / CRC and a
   scoreboard checks every word against the numpy model; for the PRBS pair, a coroutine
   drives the error-injection input and checks the error counter every cycle;
 * **free-running**: a PRBS generator wired to a PRBS checker in RTL (tb/speed/harness.py);

@@ -43,8 +43,8 @@ __all__ = ["LintWarning", "LintResult", "Waiver", "WAIVERS", "EXTRA_PARAMS", "li
            "lint_block", "lint_configs", "verilator_binary", "main"]
 
 #: Extra parameter sets per block name, linted in addition to the derived ones (a block or
-#: parameter that does not exist yet is ignored). ``n_ports=72`` is the largest switch the
-#: issues ask for; it is slow to generate, so it is listed in ``SLOW_PARAMS`` instead and
+#: parameter that does not exist yet is ignored). ``n_ports=72`` is the largest switch (one
+#: NVL72-class rack); it is slow to generate, so it is listed in ``SLOW_PARAMS`` instead and
 #: linted by ``python -m fusionfabric.lint --slow`` and the soak test.
 EXTRA_PARAMS: dict[str, list[dict[str, Any]]] = {
     "scrambler": [{"data_width": 1}, {"data_width": 66}],

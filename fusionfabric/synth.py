@@ -64,7 +64,7 @@ __all__ = ["SynthError", "ToolTimeout", "SynthResult", "TARGETS", "REPORT_SETS",
            "parse_pnr_log", "fit_check"]
 
 #: The FPGA report table (``fusionfabric synth --report``): the main blocks at the sizes the
-#: issues compare. A block not registered (yet) is left out. A third element is the row's
+#: docs compare. A block not registered (yet) is left out. A third element is the row's
 #: placement seed when it is not 1: the seed a sweep picked (docs/fpga.md), so that
 #: ``make synth`` reproduces the row; ``--seed`` on the command line overrides it.
 REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int]] = [

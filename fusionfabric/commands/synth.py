@@ -17,7 +17,7 @@ def add_arguments(p):
     p.add_argument("--all", action="store_true",
                    help="every registered block at its defaults, one table")
     p.add_argument("--report", action="store_true",
-                   help="the main blocks at the compared sizes (sim.synth.REPORT_SETS)")
+                   help="the main blocks at the compared sizes (fusionfabric.synth.REPORT_SETS)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a parameter (repeatable)")
     p.add_argument("--target", default="ecp5", help="ecp5 (default) or ice40")

@@ -1,4 +1,4 @@
-"""cocotb self-test of tb.common on a tiny incrementing stream stage (tests/kit_dut.py)."""
+"""cocotb self-test of fusionfabric.tb.common on a tiny incrementing stream stage (tests/kit_dut.py)."""
 
 import cocotb
 
