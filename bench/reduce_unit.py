@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from fusionfabric.rtl.reduce.unit import ReductionUnit
-from fusionfabric.sim.layouts import Dtype, Op
+from fusionfabric.formats.switch import Dtype, Op
 from fusionfabric.tb.reduce.amaranth_sim import simulate
 from fusionfabric.tb.reduce.traffic import make_traffic, random_groups
 

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from fusionfabric.extras import MissingExtra
     from fusionfabric.rtl.blocks import BlockError
-    from fusionfabric.sim.bitfields import FieldError
+    from fusionfabric.formats.bitfields import FieldError
 
     try:
         parser = build_parser()

@@ -17,7 +17,7 @@ from fusionfabric.rtl.blocks import Block, Param
 from fusionfabric.sim.bist import (BEAT_BITS, COUNTER_MAX, LFSR_ORDER, PATTERNS, SEQ_BITS,
                       advance_matrix, apply_matrix, check_params, check_port_params,
                       check_seed, filler_matrix, seed_state)
-from fusionfabric.sim.layouts import Kind, switch_flit
+from fusionfabric.formats.switch import Kind, switch_flit
 
 __all__ = ["TrafficGen", "TrafficCheck", "gf2_apply", "BLOCKS"]
 

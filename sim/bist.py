@@ -73,8 +73,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fusionfabric.sim.bitfields import Fields
-from fusionfabric.sim.layouts import DEST_BITS, SRC_BITS, Kind, switch_flit
+from fusionfabric.formats.bitfields import Fields
+from fusionfabric.formats.switch import DEST_BITS, SRC_BITS, Kind, switch_flit
 
 __all__ = ["LFSR_ORDER", "LFSR_TAP", "SEQ_BITS", "BEAT_BITS", "SIG_BITS", "SIGNATURE",
            "FILL_SALT", "FILL_WARMUP", "PATTERNS", "COUNTER_MAX", "MAX_PORTS",

@@ -31,8 +31,8 @@ from enum import IntEnum
 
 import numpy as np
 
-from fusionfabric.sim.bitfields import Fields
-from fusionfabric.sim.layouts import CHUNK_BITS, DEST_BITS, SRC_BITS, Dtype, Kind, Op
+from fusionfabric.formats.bitfields import Fields
+from fusionfabric.formats.switch import CHUNK_BITS, DEST_BITS, SRC_BITS, Dtype, Kind, Op
 
 __all__ = [
     "SLOT_BITS", "SLOT_BYTES", "SLOTS_PER_TL", "TL_BYTES", "SEQ_BITS", "CREDIT_BITS",

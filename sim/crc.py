@@ -196,7 +196,7 @@ def _nb_width(data_width: int) -> int:
 def in_fields(data_width: int):
     """Input beat layout: ``data``, ``first``, ``last``, ``n_bytes`` (valid bytes on a last
     beat; 0 means all ``data_width // 8``)."""
-    from fusionfabric.sim.bitfields import Fields
+    from fusionfabric.formats.bitfields import Fields
 
     return Fields([("data", data_width), ("first", 1), ("last", 1),
                    ("n_bytes", _nb_width(data_width))])
@@ -204,7 +204,7 @@ def in_fields(data_width: int):
 
 def out_fields(crc_width: int):
     """Output layout: ``crc`` and ``match`` (the frame ended with its own valid CRC)."""
-    from fusionfabric.sim.bitfields import Fields
+    from fusionfabric.formats.bitfields import Fields
 
     return Fields([("crc", crc_width), ("match", 1)])
 

@@ -51,7 +51,7 @@ from enum import IntEnum
 import numpy as np
 
 from fusionfabric.sim import scrambler as _scr
-from fusionfabric.sim.bitfields import Fields
+from fusionfabric.formats.bitfields import Fields
 
 __all__ = [
     "SYNC_DATA", "SYNC_CTRL", "WORD", "BLOCK", "CONTROL", "MARKER", "BlockType",

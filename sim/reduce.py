@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import ml_dtypes
 import numpy as np
 
-from fusionfabric.sim.layouts import CANONICAL_QNAN, DTYPE_BITS, Dtype, Op
+from fusionfabric.formats.switch import CANONICAL_QNAN, DTYPE_BITS, Dtype, Op
 
 __all__ = [
     "tree_reduce", "tree_shape", "combine", "reduce_bits", "elements_per_flit",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from fusionfabric.sim.layouts import Kind
+from fusionfabric.formats.switch import Kind
 
 __all__ = ["ISLIPReference", "route", "max_iterations"]
 

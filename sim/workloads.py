@@ -76,7 +76,7 @@ import numpy as np
 
 from fusionfabric.sim import reduce as red
 from fusionfabric.sim.chiplet import LENGTHS, SLOT_BYTES, Message, Opcode, data_slots, length_code
-from fusionfabric.sim.layouts import CHUNK_BITS, Dtype, Mode, Op
+from fusionfabric.formats.switch import CHUNK_BITS, Dtype, Mode, Op
 
 __all__ = [
     "Workload", "AllReduceInNetwork", "AllReduceRing", "MoEAllToAll", "IdealNetwork",

@@ -7,7 +7,7 @@ from fusionfabric.sim import bist
 from fusionfabric.sim.bist import (LFSR_ORDER, SIG_BITS, SIGNATURE, TrafficCheckModel, TrafficGenModel,
                       advance_matrix, apply_matrix, filler_matrix, filler_ref, lfsr_step,
                       make_data, make_data_array, seed_state, splitmix64)
-from fusionfabric.sim.layouts import switch_flit
+from fusionfabric.formats.switch import switch_flit
 
 
 def _gf2_matpow(a, e):

@@ -8,7 +8,7 @@ from amaranth.sim import Simulator
 from fusionfabric.rtl.bist import TrafficCheck, TrafficGen
 from fusionfabric.rtl.blocks import BlockError, get_block
 from fusionfabric.sim.bist import TrafficCheckModel, TrafficGenModel
-from fusionfabric.sim.layouts import switch_flit
+from fusionfabric.formats.switch import switch_flit
 
 
 def _run(dut, bench):

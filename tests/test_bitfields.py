@@ -6,8 +6,8 @@ import pytest
 from amaranth.hdl import Const
 
 from fusionfabric.rtl.blocks import Block, BlockError, Param, parse_sets
-from fusionfabric.sim.bitfields import FieldError, Fields
-from fusionfabric.sim.layouts import group_entry, switch_flit
+from fusionfabric.formats.bitfields import FieldError, Fields
+from fusionfabric.formats.switch import group_entry, switch_flit
 
 
 @pytest.mark.parametrize("fields", [switch_flit(64), switch_flit(1), group_entry(72),

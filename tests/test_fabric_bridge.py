@@ -12,7 +12,7 @@ from fusionfabric.rtl.fabric.bridge import EgressBridge, IngressBridge, ResultPa
 from fusionfabric.rtl.fabric.fault import LaneFault, threshold_ber, xorshift32_step
 from fusionfabric.sim import chiplet as C
 from fusionfabric.sim.chiplet import PORT_BEAT, Message, Opcode
-from fusionfabric.sim.layouts import Kind, switch_flit
+from fusionfabric.formats.switch import Kind, switch_flit
 
 FLIT = switch_flit(128)
 

@@ -10,7 +10,7 @@ from fusionfabric.rtl.reduce.lane import OP_BYPASS, LaneAlu
 from fusionfabric.rtl.reduce.minmax import MinMax, MinMax32
 from fusionfabric.rtl.reduce.simd import AccToFlit, FlitToAcc, SimdAlu
 from fusionfabric.sim import reduce as R
-from fusionfabric.sim.layouts import Dtype, Op
+from fusionfabric.formats.switch import Dtype, Op
 from tests.reduce_harness import run_parallel, run_pipelined
 from tests.test_reduce_model import edge_f32
 

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from fusionfabric.rtl.reduce.unit import ReductionUnit
-from fusionfabric.sim.layouts import Dtype, Op
+from fusionfabric.formats.switch import Dtype, Op
 from fusionfabric.tb.reduce.amaranth_sim import simulate
 from fusionfabric.tb.reduce.traffic import make_traffic, random_groups
 
 
 def check_results(traffic, got):
-    from fusionfabric.sim.layouts import Kind
+    from fusionfabric.formats.switch import Kind
     assert set(got) == set(traffic.expected), "missing or unexpected chunks"
     for key, (data, members, mode, root) in traffic.expected.items():
         f = got[key]
@@ -46,7 +46,7 @@ def test_errors_counted_never_summed():
     groups = random_groups(rng, 4, [3, 2], [Dtype.INT32, Dtype.FP32], [Op.SUM, Op.SUM])
     t = make_traffic(rng, 4, 32, groups, 6, window=2, duplicates=5, nonmembers=4)
     # a flit to an unconfigured group, one with a bad kind, one to group >= n_groups
-    from fusionfabric.sim.layouts import Kind, switch_flit
+    from fusionfabric.formats.switch import Kind, switch_flit
     fl = switch_flit(32)
     t.flits += [fl.pack(kind=int(Kind.REDUCE), dest=3, src=0),
                 fl.pack(kind=int(Kind.UNICAST), dest=0, src=0),

@@ -9,7 +9,7 @@ from amaranth import ClockDomain, Module
 from amaranth.sim import Simulator
 
 from fusionfabric.rtl.switch.top import Switch
-from fusionfabric.sim.layouts import GROUP_BITS, Kind, group_entry, switch_flit
+from fusionfabric.formats.switch import GROUP_BITS, Kind, group_entry, switch_flit
 
 #: handshake in cycle t -> o_port valid in t + LATENCY (docs/switch.md)
 LATENCY = 10

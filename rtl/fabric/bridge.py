@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.chiplet.common import data_slots, port_layout
 from fusionfabric.sim.chiplet import SLOT_BITS, Opcode
-from fusionfabric.sim.layouts import CHUNK_BITS, Kind, switch_flit
+from fusionfabric.formats.switch import CHUNK_BITS, Kind, switch_flit
 
 __all__ = ["IngressBridge", "EgressBridge", "ResultPacker", "Reassembly", "beat_layout",
            "SWITCH_SRC", "RESULT_BEATS"]

@@ -12,7 +12,7 @@ from fusionfabric.rtl.chiplet.common import STATUS, port_layout
 from fusionfabric.rtl.pcs import PcsRx, PcsTx
 from fusionfabric.rtl.switch.group_table import config_layout
 from fusionfabric.rtl.switch.top import Switch, stats_layout, unit_stats_layout
-from fusionfabric.sim.bitfields import Fields
+from fusionfabric.formats.bitfields import Fields
 from fusionfabric.sim.chiplet import LinkParams, SLOT_BITS
 from fusionfabric.sim.pcs import check_params as pcs_check
 

@@ -11,7 +11,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.layouts import CANONICAL_QNAN, Dtype
+from fusionfabric.formats.switch import CANONICAL_QNAN, Dtype
 
 __all__ = ["FORMATS", "Widen", "Narrow", "RoundNarrow"]
 

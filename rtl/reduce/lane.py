@@ -6,7 +6,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.layouts import Dtype, Op
+from fusionfabric.formats.switch import Dtype, Op
 
 from .convert import RoundNarrow
 from .fpadd import Fp32Add

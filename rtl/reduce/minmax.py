@@ -6,7 +6,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.layouts import CANONICAL_QNAN, DTYPE_BITS, Dtype
+from fusionfabric.formats.switch import CANONICAL_QNAN, DTYPE_BITS, Dtype
 
 __all__ = ["MinMax", "MinMax32", "order_key"]
 

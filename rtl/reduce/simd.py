@@ -6,7 +6,7 @@ from amaranth import Cat, Const, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.layouts import CANONICAL_QNAN, Dtype
+from fusionfabric.formats.switch import CANONICAL_QNAN, Dtype
 
 from .convert import Narrow, Widen
 from .lane import LaneAlu

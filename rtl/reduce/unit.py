@@ -45,7 +45,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.blocks import Block, Param
-from fusionfabric.sim.layouts import (DEST_BITS, GROUP_BITS, Dtype, Kind, Op, group_entry, switch_flit)
+from fusionfabric.formats.switch import (DEST_BITS, GROUP_BITS, Dtype, Kind, Op, group_entry, switch_flit)
 from fusionfabric.sim.reduce import ALU_LATENCY, unit_latency
 
 from fusionfabric.rtl.switch.group_table import GroupTable, config_layout

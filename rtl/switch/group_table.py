@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.layouts import GROUP_BITS, group_entry
+from fusionfabric.formats.switch import GROUP_BITS, group_entry
 
 __all__ = ["GroupTable", "config_layout"]
 

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.blocks import Block, Param
 from fusionfabric.rtl.reduce.unit import ReductionUnit, result_layout
-from fusionfabric.sim.layouts import GROUP_BITS, Kind, Mode, switch_flit
+from fusionfabric.formats.switch import GROUP_BITS, Kind, Mode, switch_flit
 
 from .group_table import GroupTable, config_layout
 from .islip import (ISLIPAllocator, lowest_bit, max_iterations, next_pointer,

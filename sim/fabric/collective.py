@@ -77,7 +77,7 @@ def _measure(cfg: Config, pattern: str, cycles: int) -> tuple[float, float]:
 
 def _numerics(n: int, dtype: str, seed: int) -> dict:
     from fusionfabric.sim import reduce as red
-    from fusionfabric.sim.layouts import Dtype, Op
+    from fusionfabric.formats.switch import Dtype, Op
 
     dt = {"bf16": Dtype.BF16, "fp16": Dtype.FP16, "fp32": Dtype.FP32,
           "int32": Dtype.INT32, "uint32": Dtype.UINT32}[dtype]

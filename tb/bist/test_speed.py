@@ -23,7 +23,7 @@ from cocotb.triggers import FallingEdge, ReadOnly, Timer
 from cocotb.utils import get_sim_time
 
 from fusionfabric.sim.bist import TrafficGenModel
-from fusionfabric.sim.layouts import switch_flit
+from fusionfabric.formats.switch import switch_flit
 from fusionfabric.tb.common.env import make_rng
 from fusionfabric.tb.common.scoreboard import KeyedScoreboard
 from fusionfabric.tb.common.stream import StreamSink, StreamSource, to_int

@@ -21,8 +21,8 @@ def run_workload(params: dict, test_args: dict, seed: int, waves: bool = False,
     from fusionfabric.rtl.blocks import get_block
     from fusionfabric.rtl.fabric.fabric import FAULT, LINK_STATUS
     from fusionfabric.rtl.fabric.fault import ber_threshold
-    from fusionfabric.sim.bitfields import Fields
-    from fusionfabric.sim.layouts import group_entry
+    from fusionfabric.formats.bitfields import Fields
+    from fusionfabric.formats.switch import group_entry
     from fusionfabric.sim.workloads import make_workload, result_record
 
     block = get_block("fabric")

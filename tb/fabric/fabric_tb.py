@@ -12,9 +12,9 @@ from cocotb.triggers import ClockCycles, Event, FallingEdge, ReadOnly
 
 from fusionfabric.rtl.fabric.fabric import FAULT, LINK_STATUS, lane_index
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.bitfields import Fields
+from fusionfabric.formats.bitfields import Fields
 from fusionfabric.sim.chiplet import STATUS, MemoryModel, Message, Opcode
-from fusionfabric.sim.layouts import GROUP_BITS, group_entry
+from fusionfabric.formats.switch import GROUP_BITS, group_entry
 from fusionfabric.tb.chiplet.link import Assembler, LinkScoreboard
 from fusionfabric.tb.common.scoreboard import ScoreboardError
 from fusionfabric.tb.common.stream import StreamSink, StreamSource, to_int

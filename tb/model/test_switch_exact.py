@@ -21,11 +21,11 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from fusionfabric.sim.bitfields import Fields
+from fusionfabric.formats.bitfields import Fields
 from fusionfabric.sim.fabric.config import SwitchParams
 from fusionfabric.sim.fabric.exact import first_divergence, run_trace
 from fusionfabric.sim.fabric.kernel import S
-from fusionfabric.sim.layouts import GROUP_BITS, group_entry, switch_flit
+from fusionfabric.formats.switch import GROUP_BITS, group_entry, switch_flit
 from fusionfabric.tb.common.stream import to_int
 from fusionfabric.tb.common.tb import TB
 

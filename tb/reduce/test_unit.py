@@ -12,7 +12,7 @@ summed; the open-chunk table runs full (held back, counted). Test arguments (run
 import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from fusionfabric.sim.layouts import Dtype, Kind, Op
+from fusionfabric.formats.switch import Dtype, Kind, Op
 from fusionfabric.tb.common.env import tb_args
 from fusionfabric.tb.common.coverage import cover_cross, cover_point, export_coverage
 from fusionfabric.tb.common.scoreboard import KeyedScoreboard

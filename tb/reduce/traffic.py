@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fusionfabric.sim import reduce as R
-from fusionfabric.sim.layouts import GROUP_BITS, Dtype, Kind, Mode, Op, group_entry, switch_flit
+from fusionfabric.formats.switch import GROUP_BITS, Dtype, Kind, Mode, Op, group_entry, switch_flit
 
 __all__ = ["Group", "Traffic", "make_traffic", "config_word", "result_fields"]
 

@@ -28,7 +28,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.switch.top import Switch
-from fusionfabric.sim.layouts import Dtype, Kind, Mode, Op, group_entry
+from fusionfabric.formats.switch import Dtype, Kind, Mode, Op, group_entry
 
 __all__ = ["AllReduceHarness"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
-from fusionfabric.sim.bitfields import Fields
-from fusionfabric.sim.layouts import GROUP_BITS, Kind, group_entry, switch_flit
+from fusionfabric.formats.bitfields import Fields
+from fusionfabric.formats.switch import GROUP_BITS, Kind, group_entry, switch_flit
 from fusionfabric.sim.switch_ref import route
 from fusionfabric.tb.common.scoreboard import KeyedScoreboard
 from fusionfabric.tb.common.stream import StreamSink, StreamSource, to_int

@@ -6,7 +6,7 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles
 
-from fusionfabric.sim.layouts import Kind
+from fusionfabric.formats.switch import Kind
 from fusionfabric.tb.common.coverage import cover_point, export_coverage
 from fusionfabric.tb.common.env import random_words, tb_args, tb_params
 from fusionfabric.tb.switch.switch_tb import SwitchTB

@@ -7,8 +7,8 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
-from fusionfabric.sim.bitfields import Fields
-from fusionfabric.sim.layouts import Dtype, Kind, Mode, Op
+from fusionfabric.formats.bitfields import Fields
+from fusionfabric.formats.switch import Dtype, Kind, Mode, Op
 from fusionfabric.sim.reduce import random_bits, reduce_flits, pack_flit, elements_per_flit
 from fusionfabric.tb.common.coverage import cover_point, export_coverage
 from fusionfabric.tb.common.env import random_words, tb_params

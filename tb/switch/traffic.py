@@ -17,7 +17,7 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.switch.top import Switch
-from fusionfabric.sim.layouts import Kind
+from fusionfabric.formats.switch import Kind
 
 __all__ = ["TrafficHarness"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from fusionfabric.sim.bitfields import Fields
+from fusionfabric.formats.bitfields import Fields
 
 __all__ = [
     "Kind", "Op", "Dtype", "Mode", "DEST_BITS", "SRC_BITS", "CHUNK_BITS", "GROUP_BITS",
