@@ -11,7 +11,7 @@ import pytest
 
 from fusionfabric.sim import reduce as R
 from fusionfabric.cli import main
-from fusionfabric.sim.layouts import CANONICAL_QNAN, Dtype, Op
+from fusionfabric.formats.switch import CANONICAL_QNAN, Dtype, Op
 
 F32 = Dtype.FP32
 
