@@ -7,7 +7,8 @@ probed through ``amaranth.lib.crc.Parameters.compute`` and the codeword residue 
 takes the Amaranth simulator ~26 s to compile and exceeds Python's recursion limit. A last
 beat carrying fewer than ``data_width // 8`` bytes is processed with its unused bytes
 zeroed, and the result is moved back over those trailing zero bytes with the inverse
-zero-byte advance matrix (from :func:`fusionfabric.sim.crc.advance_matrix`), applied in ``log2`` stages.
+zero-byte advance matrix (a power of the Galois register's one-bit step,
+:func:`fusionfabric.rtl.hdl.galois_step_matrix`), applied in ``log2`` stages.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.blocks import Block, Param
-from fusionfabric.rtl.scrambler import gf2_product
-from fusionfabric.sim.crc import ALGORITHMS, advance_matrix, get_algorithm, gf2_inverse, in_fields, out_fields
+from fusionfabric.formats.primitives import ALGORITHMS, get_algorithm, in_fields, out_fields
+from fusionfabric.rtl.hdl import galois_step_matrix, gf2_inverse, gf2_power, gf2_product
 
 __all__ = ["Crc", "CATALOG", "BLOCKS"]
 
@@ -51,12 +52,12 @@ class Crc(wiring.Component):
 
     Members
     -------
-    i_data : In(stream.Signature(sim.crc.in_fields(data_width)))
+    i_data : In(stream.Signature(formats.primitives.in_fields(data_width)))
         ``data``, ``first``, ``last`` and ``n_bytes``: the number of valid bytes of a last
         beat (the low ones; 0 means all). A beat after ``last`` starts a new frame even
         without ``first``; ``first`` in the middle of a frame abandons that frame (counted
         in ``o_aborted``).
-    o_crc : Out(stream.Signature(sim.crc.out_fields(crc_width)))
+    o_crc : Out(stream.Signature(formats.primitives.out_fields(crc_width)))
         ``crc`` of each frame, and ``match``: the frame ended with its own valid CRC
         (the register holds the algorithm's residue), for checking received frames.
     o_aborted : Out(16)
@@ -85,7 +86,7 @@ class Crc(wiring.Component):
         if (a.crc_width, a.polynomial, a.initial_crc, a.reflect_input, a.reflect_output,
                 a.xor_output) != (mdl.width, mdl.poly, mdl.init, mdl.refin, mdl.refout,
                                   mdl.xorout):
-            raise RuntimeError(f"fusionfabric.sim.crc {algorithm} disagrees with catalog {CATALOG[algorithm]}")
+            raise RuntimeError(f"fusionfabric.formats.primitives {algorithm} disagrees with catalog {CATALOG[algorithm]}")
         self.in_fields = in_fields(data_width)
         self.out_fields = out_fields(self.crc_width)
         super().__init__({"i_data": In(stream.Signature(self.in_fields.layout())),
@@ -171,8 +172,9 @@ class Crc(wiring.Component):
         # Undo the zero bytes of a partial beat on the raw register, then finish.
         xor_out = Const(self.model.xorout, cw)
         raw = reg
+        step_bit = galois_step_matrix(cw, self.model.poly)
         for j in range(len(back) if nb > 1 else 0):
-            inv = gf2_inverse(advance_matrix(self.model, 1 << j))
+            inv = gf2_inverse(gf2_power(step_bit, 8 << j))
             step = Signal(cw, name=f"undo_{1 << j}")
             moved = gf2_product(m, (inv, raw), name=f"inv_{1 << j}")
             m.d.comb += step.eq(Mux(back[j], moved, raw))

@@ -1,7 +1,7 @@
 """PRBS generator and self-synchronizing checker (ITU-T O.150 polynomials).
 
-The per-cycle XOR equations come from :mod:`fusionfabric.sim.prbs` (probed from the per-bit reference);
-the checker's behaviour is modelled word for word by :class:`fusionfabric.sim.prbs.PrbsChecker`.
+The per-cycle XOR equations are those of the O.150 shift register over ``data_width`` steps
+(:func:`fusionfabric.rtl.hdl.shift_register_matrices`); the checker's behaviour is modelled word for word by :class:`fusionfabric.sim.prbs.PrbsChecker`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.blocks import Block, Param
-from fusionfabric.rtl.scrambler import gf2_product
-from fusionfabric.sim.prbs import (BLOCK_BITS, ERRORS_MAX, LOCK_BITS, PRBS_TAPS, gen_matrices,
-                      predict_matrices, prbs_taps)
+from fusionfabric.formats.primitives import BLOCK_BITS, ERRORS_MAX, LOCK_BITS, PRBS_TAPS, prbs_taps
+from fusionfabric.rtl.hdl import gf2_product, shift_register_matrices
 
 __all__ = ["PrbsGenerator", "PrbsChecker", "popcount", "BLOCKS"]
 
@@ -77,7 +76,7 @@ class PrbsGenerator(wiring.Component):
         m = Module()
         n = self.order
         state = Signal(n, init=(1 << n) - 1)
-        out_m, next_m = gen_matrices(self.order, self.data_width)
+        out_m, _, next_m, _ = shift_register_matrices(n, self.taps, self.data_width)
         m.d.comb += self.o_data.payload.eq(gf2_product(m, (out_m, state), name="pattern"))
         m.d.sync += self.o_data.valid.eq(1)
         with m.If(self.o_data.valid & self.o_data.ready):
@@ -140,8 +139,9 @@ class PrbsChecker(wiring.Component):
         block_count = Signal(range(self.block_words + 1))
         block_errors = Signal(range(self.block_words * w + 1))
 
-        gen_out, gen_next = gen_matrices(self.order, w)
-        ph, pd, hh, hd = predict_matrices(self.order, w)
+        gen_out, _, gen_next, _ = shift_register_matrices(n, self.taps, w)
+        ph, pd, hh, hd = shift_register_matrices(n, self.taps, w, shift_in="in",
+                                                 xor_input=False)
         own = gf2_product(m, (gen_out, lfsr), name="own")
         own_next = gf2_product(m, (gen_next, lfsr), name="own_next")
         predicted = gf2_product(m, (ph, hist), (pd, data), name="predicted")

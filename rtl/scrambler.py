@@ -1,58 +1,20 @@
 """Self-synchronizing scrambler and descrambler, any width and polynomial (IEEE 802.3 cl. 49).
 
-The per-cycle XOR equations are generated from the numpy model
-(:func:`fusionfabric.sim.scrambler.step_matrices`), never typed in.
+The per-cycle XOR equations are generated from the shift register recurrence
+(:func:`fusionfabric.rtl.hdl.shift_register_matrices`), never typed in.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from amaranth import Const, Module, Signal, Value
+from amaranth import Module, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.blocks import Block, Param
-from fusionfabric.sim.scrambler import POLY_CL49, poly_taps, step_matrices
+from fusionfabric.formats.primitives import POLY_CL49, poly_taps
+from fusionfabric.rtl.hdl import gf2_product, shift_register_matrices
 
-__all__ = ["Scrambler", "Descrambler", "gf2_product", "xor_tree", "scrambler_step", "BLOCKS"]
-
-
-def gf2_product(m: Module, *terms: tuple[np.ndarray, Value], name: str = "gf2") -> Signal:
-    """XOR network ``M1 @ v1 ^ M2 @ v2 ^ ...`` over GF(2), driven combinationally in ``m``.
-
-    Each term is ``(matrix, value)`` with ``matrix`` of shape ``(rows, len(value))``; the
-    result is a ``rows``-bit Signal, bit ``i`` the XOR of the bits ``j`` of each value
-    selected by row ``i``. Operands are first copied into Signals and each output bit is
-    one balanced XOR tree (shallow expressions keep the Amaranth simulator fast).
-    """
-    rows = terms[0][0].shape[0]
-    leaves = []
-    for k, (mat, value) in enumerate(terms):
-        if isinstance(value, Signal):
-            leaves.append((mat, value))
-        else:
-            sig = Signal(len(value), name=f"{name}_in{k}")
-            m.d.comb += sig.eq(value)
-            leaves.append((mat, sig))
-    out = Signal(rows, name=name)
-    for i in range(rows):
-        sel = []
-        for mat, value in leaves:
-            sel += [value[int(j)] for j in np.nonzero(mat[i])[0]]
-        m.d.comb += out[i].eq(xor_tree(sel))
-    return out
-
-
-def xor_tree(terms: list) -> Value:
-    """XOR of ``terms`` as a balanced tree (shallow expressions for wide words)."""
-    if not terms:
-        return Const(0, 1)
-    while len(terms) > 1:
-        nxt = [terms[i] ^ terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    return terms[0]
+__all__ = ["Scrambler", "Descrambler", "scrambler_step", "BLOCKS"]
 
 
 def scrambler_step(m: Module, state: Value, data: Value, data_width: int,
@@ -63,7 +25,9 @@ def scrambler_step(m: Module, state: Value, data: Value, data_width: int,
     For designs that embed the scrambler in their own datapath (e.g. the 64 payload bits of
     a 66-bit block): register ``next_state`` where a word is taken.
     """
-    os_, od, ns, nd = step_matrices(data_width, polynomial, descrambler)
+    n, taps = poly_taps(polynomial)
+    os_, od, ns, nd = shift_register_matrices(n, taps, data_width,
+                                              shift_in="in" if descrambler else "out")
     return (gf2_product(m, (os_, state), (od, data), name="scrambled"),
             gf2_product(m, (ns, state), (nd, data), name="next_state"))
 

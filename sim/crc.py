@@ -23,50 +23,21 @@ occupies bits ``8i .. 8i+7`` (:func:`pack_words`), for every algorithm.
 
 Implementations: :func:`crc_bitwise` (per bit, the textbook register), :func:`crc_table`
 (byte table, vectorized over a batch of equal-length messages), and :func:`advance_matrix`
-(the GF(2) matrix that moves the raw register over ``k`` zero bytes, used by the RTL to
-finish a partial last beat).
+(the GF(2) matrix that moves the raw register over ``k`` zero bytes, probed from the
+bitwise register; the RTL derives its own from the polynomial and the tests compare the two).
+The catalogue itself is :mod:`fusionfabric.formats.primitives`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-__all__ = ["CrcAlgorithm", "ALGORITHMS", "get_algorithm", "crc_bitwise", "crc_table",
-           "crc_batch", "advance_matrix", "gf2_inverse", "pack_words", "in_fields",
-           "out_fields", "frame_beats", "VECTORS"]
+from fusionfabric.formats.primitives import CrcAlgorithm, get_algorithm, in_fields
 
-
-@dataclass(frozen=True)
-class CrcAlgorithm:
-    name: str
-    catalogue: str
-    width: int
-    poly: int
-    init: int
-    refin: bool
-    refout: bool
-    xorout: int
-    check: int
-
-
-ALGORITHMS = {a.name: a for a in [
-    CrcAlgorithm("crc32", "CRC-32/ISO-HDLC", 32, 0x04C11DB7, 0xFFFFFFFF, True, True,
-                 0xFFFFFFFF, 0xCBF43926),
-    CrcAlgorithm("crc32c", "CRC-32/ISCSI", 32, 0x1EDC6F41, 0xFFFFFFFF, True, True,
-                 0xFFFFFFFF, 0xE3069283),
-    CrcAlgorithm("crc16-arc", "CRC-16/ARC", 16, 0x8005, 0x0000, True, True, 0x0000, 0xBB3D),
-    CrcAlgorithm("crc16-umts", "CRC-16/UMTS", 16, 0x8005, 0x0000, False, False, 0x0000,
-                 0xFEE8),
-]}
-
-
-def get_algorithm(name: str) -> CrcAlgorithm:
-    if name not in ALGORITHMS:
-        raise ValueError(f"algorithm={name!r} is not one of {', '.join(ALGORITHMS)}")
-    return ALGORITHMS[name]
+__all__ = ["crc_bitwise", "crc_table", "crc_batch", "advance_matrix", "pack_words",
+           "frame_beats", "VECTORS"]
 
 
 def _reflect(value: int, width: int) -> int:
@@ -159,7 +130,7 @@ def crc_table(message: bytes, algorithm: str | CrcAlgorithm) -> int:
                          algorithm)[0])
 
 
-# -- linear algebra for the RTL -------------------------------------------------------------
+# -- linear algebra -------------------------------------------------------------
 def advance_matrix(algorithm: str | CrcAlgorithm, n_bytes: int) -> np.ndarray:
     """``(width, width)`` GF(2) matrix moving the raw register over ``n_bytes`` zero bytes
     (column ``j`` is the register reached from ``1 << j``), probed from the bitwise model."""
@@ -172,43 +143,7 @@ def advance_matrix(algorithm: str | CrcAlgorithm, n_bytes: int) -> np.ndarray:
     return mat
 
 
-def gf2_inverse(mat: np.ndarray) -> np.ndarray:
-    """Inverse of a square GF(2) matrix (Gauss-Jordan); ``ValueError`` if singular."""
-    n = mat.shape[0]
-    aug = np.concatenate([mat.astype(np.uint8) & 1, np.eye(n, dtype=np.uint8)], axis=1)
-    for col in range(n):
-        rows = np.nonzero(aug[col:, col])[0]
-        if not len(rows):
-            raise ValueError("matrix is singular over GF(2)")
-        piv = col + rows[0]
-        aug[[col, piv]] = aug[[piv, col]]
-        others = np.nonzero(aug[:, col])[0]
-        others = others[others != col]
-        aug[others] ^= aug[col]
-    return aug[:, n:]
-
-
 # -- framing shared with the RTL ------------------------------------------------------------
-def _nb_width(data_width: int) -> int:
-    return max(1, (data_width // 8 - 1).bit_length())
-
-
-def in_fields(data_width: int):
-    """Input beat layout: ``data``, ``first``, ``last``, ``n_bytes`` (valid bytes on a last
-    beat; 0 means all ``data_width // 8``)."""
-    from fusionfabric.formats.bitfields import Fields
-
-    return Fields([("data", data_width), ("first", 1), ("last", 1),
-                   ("n_bytes", _nb_width(data_width))])
-
-
-def out_fields(crc_width: int):
-    """Output layout: ``crc`` and ``match`` (the frame ended with its own valid CRC)."""
-    from fusionfabric.formats.bitfields import Fields
-
-    return Fields([("crc", crc_width), ("match", 1)])
-
-
 def pack_words(message: bytes, data_width: int) -> list[int]:
     """Bytes into ``data_width``-bit words, byte ``i`` of a word in bits ``8i..8i+7``; the
     last word is zero-padded."""

@@ -34,24 +34,11 @@ from typing import Sequence
 
 import numpy as np
 
+from fusionfabric.formats.primitives import BLOCK_BITS, ERRORS_MAX, LOCK_BITS, prbs_taps
 from fusionfabric.sim.scrambler import bits_to_words, iir_fill
 
-__all__ = ["PRBS_TAPS", "LOCK_BITS", "BLOCK_BITS", "ERRORS_MAX", "prbs_taps",
-           "prbs_bits_ref", "prbs_words", "predict_bits_ref", "gen_matrices",
+__all__ = ["prbs_bits_ref", "prbs_words", "predict_bits_ref", "gen_matrices",
            "predict_matrices", "PrbsChecker", "VECTORS"]
-
-#: order -> (m, n): the polynomial x^n + x^m + 1 (ITU-T O.150).
-PRBS_TAPS = {7: (6, 7), 15: (14, 15), 23: (18, 23), 31: (28, 31)}
-LOCK_BITS = 64
-BLOCK_BITS = 256
-ERRORS_MAX = (1 << 32) - 1
-
-
-def prbs_taps(order: int) -> tuple[int, int]:
-    if order not in PRBS_TAPS:
-        raise ValueError(f"order={order!r} is not one of {', '.join(map(str, PRBS_TAPS))}")
-    return PRBS_TAPS[order]
-
 
 def _check_state(order: int, state: int, allow_zero: bool = False) -> int:
     state = int(state)

@@ -32,26 +32,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["POLY_CL49", "poly_taps", "scramble_bits", "descramble_bits", "scramble",
+from fusionfabric.formats.primitives import POLY_CL49, poly_taps
+
+__all__ = ["scramble_bits", "descramble_bits", "scramble",
            "descramble", "step_matrices", "words_to_bits", "bits_to_words", "iir_fill",
            "VECTORS"]
-
-#: G(x) = 1 + x^39 + x^58 (IEEE 802.3 cl. 49.2.6, also cl. 82.2.5 and 107).
-POLY_CL49 = (1 << 58) | (1 << 39) | 1
-
-
-def poly_taps(polynomial: int) -> tuple[int, tuple[int, ...]]:
-    """``(state_width, taps)`` of ``polynomial``: taps are the exponents > 0, ascending.
-
-    Raises ``ValueError`` naming the polynomial if it lacks the constant term or has
-    degree < 1.
-    """
-    polynomial = int(polynomial)
-    if polynomial < 3 or not polynomial & 1:
-        raise ValueError(f"polynomial={polynomial:#x} must have the term 1 and degree >= 1")
-    taps = tuple(k for k in range(1, polynomial.bit_length()) if polynomial >> k & 1)
-    return taps[-1], taps
-
 
 def _check(data_width: int, polynomial: int, state: int) -> tuple[int, tuple[int, ...]]:
     if int(data_width) < 1:

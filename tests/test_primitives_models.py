@@ -6,6 +6,8 @@ import zlib
 import numpy as np
 import pytest
 
+from fusionfabric.formats import primitives as fmt
+from fusionfabric.rtl.hdl import gf2_inverse
 from fusionfabric.sim import crc as mcrc
 from fusionfabric.sim import prbs as mprbs
 from fusionfabric.sim import scrambler as mscr
@@ -160,7 +162,7 @@ def test_step_matrices_match_model():
 
 def test_scrambler_bad_params():
     with pytest.raises(ValueError, match="polynomial=0x8"):
-        mscr.poly_taps(8)
+        fmt.poly_taps(8)
     with pytest.raises(ValueError, match="data_width=0"):
         mscr.scramble([1], 0)
     with pytest.raises(ValueError, match="state="):
@@ -177,7 +179,7 @@ CHECKS = {"crc32": 0xCBF43926, "crc32c": 0xE3069283, "crc16-arc": 0xBB3D,
 def test_crc_catalogue_check_values(name):
     assert mcrc.crc_bitwise(b"123456789", name) == CHECKS[name]
     assert mcrc.crc_table(b"123456789", name) == CHECKS[name]
-    assert mcrc.get_algorithm(name).check == CHECKS[name]
+    assert fmt.get_algorithm(name).check == CHECKS[name]
 
 
 def test_crc32_matches_zlib():
@@ -205,7 +207,7 @@ def test_crc_matches_amaranth_catalog():
 
     rng = np.random.default_rng(9)
     for name, cat in CATALOG.items():
-        a, m = getattr(catalog, cat), mcrc.get_algorithm(name)
+        a, m = getattr(catalog, cat), fmt.get_algorithm(name)
         assert (a.crc_width, a.polynomial, a.initial_crc, a.reflect_input, a.reflect_output,
                 a.xor_output) == (m.width, m.poly, m.init, m.refin, m.refout, m.xorout)
         msg = rng.bytes(21)
@@ -215,13 +217,13 @@ def test_crc_matches_amaranth_catalog():
 def test_crc_advance_inverse():
     for name in CHECKS:
         mat = mcrc.advance_matrix(name, 3)
-        inv = mcrc.gf2_inverse(mat)
+        inv = gf2_inverse(mat)
         eye = (mat.astype(int) @ inv.astype(int)) % 2
         assert (eye == np.eye(mat.shape[0], dtype=int)).all()
 
 
 def test_crc_frame_beats():
-    f = mcrc.in_fields(32)
+    f = fmt.in_fields(32)
     beats = [f.unpack(b) for b in mcrc.frame_beats(bytes(range(1, 10)), 32)]
     assert [(b["first"], b["last"], b["n_bytes"]) for b in beats] == [(1, 0, 0), (0, 0, 0),
                                                                        (0, 1, 1)]
@@ -229,7 +231,7 @@ def test_crc_frame_beats():
     with pytest.raises(ValueError, match="data_width=12"):
         mcrc.frame_beats(b"x", 12)
     with pytest.raises(ValueError, match="algorithm='crc99'"):
-        mcrc.get_algorithm("crc99")
+        fmt.get_algorithm("crc99")
 
 
 # -- PRBS -----------------------------------------------------------------------------------
@@ -263,7 +265,7 @@ def test_prbs_matches_lfsr(order, width):
 @pytest.mark.parametrize("order", [7, 31])
 def test_prbs_long_stream_matches_lfsr(order):
     """40,000 bits: the squared-polynomial blocks of the fast generator."""
-    m, n = mprbs.prbs_taps(order)
+    m, n = fmt.prbs_taps(order)
     want = lfsr_prbs((m, n), 40_000, [1] * n)
     got, _ = mprbs.prbs_words(order, 8, 5000)
     assert got == bits_word_list(want, 8)
@@ -283,7 +285,7 @@ def test_prbs7_first_bits_all_ones_seed():
 @pytest.mark.parametrize("order", [7, 15])
 def test_prbs_maximal_period_exhaustive(order):
     """Walk every state: the all-ones state returns after exactly 2^n - 1 steps."""
-    m, n = mprbs.prbs_taps(order)
+    m, n = fmt.prbs_taps(order)
     mask = (1 << n) - 1
     start = state = mask
     seen = 0
@@ -324,7 +326,7 @@ def _xpow(e, p, n):
 def test_prbs_polynomial_is_primitive(order, factors):
     """x^n + x^m + 1 is primitive: x^(2^n - 1) = 1 and x^((2^n - 1)/q) != 1 for each prime
     factor q of 2^n - 1 (so the period is maximal without walking 2^31 states)."""
-    m, n = mprbs.prbs_taps(order)
+    m, n = fmt.prbs_taps(order)
     p = (1 << n) | (1 << m) | 1
     period = 2 ** n - 1
     assert np.prod(factors, dtype=object) == period
@@ -353,7 +355,7 @@ def test_prbs_checker_model_counts_each_flip_once(width):
 def test_self_synchronizing_comparison_would_count_each_flip_three_times():
     """Why the locked checker uses its own LFSR: comparing against the prediction from the
     received bits counts an isolated flip at t, t+m and t+n."""
-    m, n = mprbs.prbs_taps(31)
+    m, n = fmt.prbs_taps(31)
     bits, _ = mprbs.prbs_bits_ref(31, 2000)
     rx = list(bits)
     flips = [300, 700, 1200]  # more than n apart
@@ -384,6 +386,6 @@ def test_prbs_checker_model_no_lock_on_random_and_relock():
 
 def test_prbs_bad_params():
     with pytest.raises(ValueError, match="order=9"):
-        mprbs.prbs_taps(9)
+        fmt.prbs_taps(9)
     with pytest.raises(ValueError, match="state=0x0"):
         mprbs.prbs_words(7, 8, 1, 0)

@@ -12,6 +12,7 @@ from fusionfabric.rtl.blocks import BlockError, get_block
 from fusionfabric.rtl.crc import Crc
 from fusionfabric.rtl.prbs import PrbsChecker, PrbsGenerator
 from fusionfabric.rtl.scrambler import Descrambler, Scrambler
+from fusionfabric.formats import primitives as fmt
 from fusionfabric.sim import crc as mcrc
 from fusionfabric.sim import prbs as mprbs
 from fusionfabric.sim import scrambler as mscr
@@ -128,7 +129,7 @@ def crc_frames(dut, messages, rng, **kw):
     return [dut.out_fields.unpack(w) for w in out]
 
 
-@pytest.mark.parametrize("algorithm", list(mcrc.ALGORITHMS))
+@pytest.mark.parametrize("algorithm", list(fmt.ALGORITHMS))
 @pytest.mark.parametrize("width", [8, 32, 64, 128], ids=lambda w: f"w{w}")
 def test_crc_rtl_matches_model(algorithm, width):
     rng = np.random.default_rng([width, len(algorithm)])
@@ -137,7 +138,7 @@ def test_crc_rtl_matches_model(algorithm, width):
                                                        rng.integers(1, 5 * nb + 2, 10)]
     messages = [b"123456789"] + [rng.bytes(n) for n in lengths]
     got = crc_frames(Crc(algorithm, width), messages, rng)
-    alg = mcrc.get_algorithm(algorithm)
+    alg = fmt.get_algorithm(algorithm)
     assert got[0]["crc"] == alg.check  # the catalogue check value, through the RTL
     assert [g["crc"] for g in got] == [mcrc.crc_bitwise(m, alg) for m in messages]
     assert not any(g["match"] for g in got[1:])
@@ -281,3 +282,46 @@ def test_prbs_checker_rtl_loses_lock_on_wrong_pattern(width):
     got = run_checker(dut, words, rng)
     assert got == want
     assert got[39][0] == 1 and got[-1][0] == 0
+
+
+# -- the RTL's GF(2) matrices (rtl.hdl, from the recurrences) against the models' (probed
+# -- from their bit-serial references): two independent derivations -------------------------
+@pytest.mark.parametrize("width", [1, 7, 64, 66])
+@pytest.mark.parametrize("descrambler", [False, True])
+def test_hdl_scrambler_matrices_match_model(width, descrambler):
+    from fusionfabric.rtl.hdl import shift_register_matrices
+    n, taps = fmt.poly_taps(fmt.POLY_CL49)
+    got = shift_register_matrices(n, taps, width, shift_in="in" if descrambler else "out")
+    want = mscr.step_matrices(width, fmt.POLY_CL49, descrambler)
+    for g, w in zip(got, want):
+        assert (g == w).all()
+
+
+@pytest.mark.parametrize("order", sorted(fmt.PRBS_TAPS))
+def test_hdl_prbs_matrices_match_model(order):
+    from fusionfabric.rtl.hdl import shift_register_matrices
+    m, n = fmt.prbs_taps(order)
+    os_, _, ns, _ = shift_register_matrices(n, (m, n), 40)
+    g_out, g_next = mprbs.gen_matrices(order, 40)
+    assert (os_ == g_out).all() and (ns == g_next).all()
+    pred = shift_register_matrices(n, (m, n), 40, shift_in="in", xor_input=False)
+    for g, w in zip(pred, mprbs.predict_matrices(order, 40)):
+        assert (g == w).all()
+
+
+@pytest.mark.parametrize("algorithm", sorted(fmt.ALGORITHMS))
+def test_hdl_crc_advance_matches_model(algorithm):
+    from fusionfabric.rtl.hdl import galois_step_matrix, gf2_power
+    alg = fmt.get_algorithm(algorithm)
+    for k in (1, 2, 4, 32):
+        got = gf2_power(galois_step_matrix(alg.width, alg.poly), 8 * k)
+        assert (got == mcrc.advance_matrix(alg, k)).all(), k
+
+
+def test_hdl_matrix_comparison_catches_a_wrong_tap():
+    """Planted fault: one tap moved gives different matrices, so the comparisons above
+    can fail."""
+    from fusionfabric.rtl.hdl import shift_register_matrices
+    got = shift_register_matrices(58, (38, 58), 64)
+    want = mscr.step_matrices(64, fmt.POLY_CL49)
+    assert any((g != w).any() for g, w in zip(got, want))

@@ -10,6 +10,7 @@ import zlib
 
 import cocotb
 
+from fusionfabric.formats import primitives as fmt
 from fusionfabric.sim import crc as model
 from fusionfabric.tb.common.coverage import cover_cross, cover_point, export_coverage
 from fusionfabric.tb.common.scoreboard import InOrderScoreboard
@@ -17,7 +18,7 @@ from fusionfabric.tb.common.stream import StreamSink, StreamSource
 from fusionfabric.tb.common.tb import TB
 
 sample_width = cover_point("crc.data_width", bins=[8, 16, 32, 64, 128, 256, 512])
-sample_alg = cover_point("crc.algorithm", bins=list(model.ALGORITHMS))
+sample_alg = cover_point("crc.algorithm", bins=list(fmt.ALGORITHMS))
 sample_beats = cover_point("crc.frame_beats", bins=["1", "2", "3-4", "5+"],
                            xf=lambda n: "1" if n == 1 else "2" if n == 2 else
                            "3-4" if n <= 4 else "5+")
@@ -39,11 +40,11 @@ def expected_match(msg: bytes, alg) -> int:
 @cocotb.test()
 async def test_frames_match_model(dut):
     tb = TB(dut, stall_cycles=3000)
-    alg = model.get_algorithm(tb.params["algorithm"])
+    alg = fmt.get_algorithm(tb.params["algorithm"])
     width = int(tb.params["data_width"])
     nb = width // 8
-    fin = model.in_fields(width)
-    fout = model.out_fields(alg.width)
+    fin = fmt.in_fields(width)
+    fout = fmt.out_fields(alg.width)
     sample_width(width)
     sample_alg(alg.name)
     src = StreamSource(dut, "i_data", tb.clk, tb.rng, idle=0.3, watchdog=tb.watchdog)

@@ -51,7 +51,8 @@ async def crc_stream(dut):
     """Per-cycle Python: framed beats in, one CRC per frame out, checked against the model."""
     import numpy as np
 
-    from fusionfabric.sim.crc import crc_table, frame_beats, out_fields
+    from fusionfabric.formats.primitives import out_fields
+    from fusionfabric.sim.crc import crc_table, frame_beats
 
     tb = TB(dut, stall_cycles=1000)
     width, alg = tb.params["data_width"], tb.params["algorithm"]
