@@ -103,7 +103,7 @@ async def _traffic(tb, n_msgs):
 class AllReduce:
     """bf16 SUM all-reduce of ``granules`` 16-byte granules per endpoint through group
     ``group``: REDUCE messages of ``beats`` granules, a window of ``window`` granules ahead
-    of the lowest result not yet received; results checked against sim.reduce."""
+    of the lowest result not yet received; results checked against fusionfabric.sim.reduce."""
 
     def __init__(self, tb, granules, group=0, beats=4, window=None, dtype=Dtype.BF16,
                  op=Op.SUM):
@@ -192,7 +192,7 @@ async def test_traffic(dut):
 
 @cocotb.test()
 async def test_allreduce(dut):
-    """bf16 SUM all-reduce through the reduction units, bit-exact against sim.reduce;
+    """bf16 SUM all-reduce through the reduction units, bit-exact against fusionfabric.sim.reduce;
     each endpoint receives each granule's result exactly once."""
     tb = _new_tb(dut)
     await _start(tb)
@@ -231,10 +231,10 @@ async def test_faults(dut):
         assert res["relocks"] >= 1, f"no relock after the slip (seed {tb.seed})"
 
 
-# -- workloads of sim.workloads -------------------------------------------------------------
+# -- workloads of fusionfabric.sim.workloads ----------------------------------------------------
 @cocotb.test()
 async def test_workload(dut):
-    """Play ``test_args["workload"]`` (sim.workloads) on every endpoint; write the
+    """Play ``test_args["workload"]`` (fusionfabric.sim.workloads) on every endpoint; write the
     results record; fail if it is not bit-exact."""
     from fusionfabric.sim.workloads import make_workload, result_record
 

@@ -1,4 +1,4 @@
-"""cocotb tests of the ``prbs-gen`` and ``prbs-check`` blocks against sim.prbs.
+"""cocotb tests of the ``prbs-gen`` and ``prbs-check`` blocks against fusionfabric.sim.prbs.
 
 The runner names the block in ``FF_BLOCK``. Generator: the words taken under random
 backpressure equal the model's. Checker: a clean preamble locks it, then random single-bit

@@ -1,4 +1,4 @@
-"""cocotb tests of the ``scrambler`` and ``descrambler`` blocks against sim.scrambler.
+"""cocotb tests of the ``scrambler`` and ``descrambler`` blocks against fusionfabric.sim.scrambler.
 
 The runner names the block in ``FF_BLOCK``; the same module tests both. Test arguments:
 ``words`` (stream length), ``trials`` (resync trials, descrambler only).

@@ -23,7 +23,7 @@ __all__ = ["TrafficHarness"]
 
 
 class TrafficHarness(wiring.Component):
-    """A :class:`~rtl.switch.top.Switch` fed by per-input Bernoulli uniform traffic.
+    """A :class:`~fusionfabric.rtl.switch.top.Switch` fed by per-input Bernoulli uniform traffic.
 
     Members
     -------
