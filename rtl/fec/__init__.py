@@ -1,0 +1,22 @@
+"""RS(544,514) "KP4" forward error correction (IEEE 802.3 cl. 91): encoder and a
+P-symbols-per-cycle decoder (syndromes, RiBM, Chien search and Forney)."""
+
+from fusionfabric.rtl.blocks import Block, Param
+from fusionfabric.rtl.fec.decoder import RsDecoder
+from fusionfabric.rtl.fec.encoder import RsEncoder
+
+__all__ = ["RsEncoder", "RsDecoder", "BLOCKS"]
+
+_P = Param("P", int, 8, "symbols per cycle, a divisor of 544",
+           choices=(1, 2, 4, 8, 16, 17, 32, 34, 68, 136, 272, 544))
+
+BLOCKS = [
+    Block("rs-encoder", RsEncoder, params=[_P], ci_params={"P": 8},
+          doc="RS(544,514) KP4 systematic encoder, P symbols per cycle"),
+    Block("rs-decoder", RsDecoder, params=[
+        _P,
+        Param("bypass_correction", bool, False, "detect and flag only (cl. 91 bypass)"),
+        Param("bypass_indication", bool, False, "correct, never flag uncorrectable"),
+        Param("counter_width", int, 32, "bits of each saturating counter"),
+    ], ci_params={"P": 4}, doc="RS(544,514) KP4 decoder at line rate, P symbols per cycle"),
+]

@@ -1,0 +1,323 @@
+"""RS(544,514) decoder at line rate: syndromes, RiBM, Chien search and Forney, P symbols per
+cycle (IEEE 802.3 cl. 91.5.3.3)."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fusionfabric.rtl.fec.chien import ChienForney
+from fusionfabric.rtl.fec.gf import gf_mul, inverse_rom
+from fusionfabric.rtl.fec.keyeq import RiBM
+from fusionfabric.rtl.fec.layouts import (COUNT_BITS, SYMBOL_BITS, check_symbols_per_beat,
+                                          dec_out_fields, in_fields)
+from fusionfabric.rtl.fec.syndrome import Syndromes
+from fusionfabric.sim import fec as model
+
+__all__ = ["RsDecoder", "pick", "popcount"]
+
+SB, T, NPAR = SYMBOL_BITS, model.T, model.NPAR
+
+
+def pick(sel, values):
+    """``values[sel]`` as a Mux chain (no Array: Icarus leaves an Array lookup X when its
+    index stays constant from time 0, docs/fabric.md)."""
+    out = values[0]
+    for i, v in enumerate(values[1:], start=1):
+        out = Mux(sel == i, v, out)
+    return out
+
+
+def popcount(bits):
+    """Number of set bits of ``bits`` as an adder tree."""
+    terms = [bits[i] for i in range(len(bits))]
+    if not terms:
+        return Const(0, 1)
+    while len(terms) > 1:
+        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    return terms[0]
+
+
+class RsDecoder(wiring.Component):
+    """RS(544,514) "KP4" decoder, ``P`` symbols per cycle, a new codeword every ``544 / P``
+    cycles.
+
+    The pipeline (IEEE 802.3 cl. 91.5.3.3 describes the function; the architecture is the
+    classic syndrome / key equation / Chien-Forney split):
+
+    1. :class:`~.syndrome.Syndromes`: P-parallel Horner over the input beats.
+    2. ``n_solvers`` copies of :class:`~.keyeq.RiBM` (30 iterations, one per cycle),
+       loaded in turn (round robin) at each codeword's last beat:
+       ``n_solvers = ceil(32 / (544 / P))``, so that a solver is free again before its
+       next turn at one codeword every ``544 / P`` cycles (1 for P <= 17, 2 for P = 32
+       and 34, 4 for P = 68).
+    3. A delay buffer (``amaranth.lib.memory``, ``depth`` beats) that holds the received
+       beats until their codeword's locator is ready.
+    4. :class:`~.chien.ChienForney` over the beats read back, then one general multiplier
+       and one inverse ROM per symbol for the error value, and the correction.
+
+    A received word is uncorrectable when its syndromes are not all zero and the number of
+    roots of Lambda among the 544 positions differs from deg Lambda, or deg Lambda is 0
+    (this also catches roots in the 479 implied zero symbols and repeated roots), as
+    :func:`fusionfabric.sim.fec.decode` defines it.
+
+    Throughput and lane configurations (10-bit symbols, 5,440 bits per codeword): one
+    66-bit PCS lane per cycle needs ``P = 8`` (80 bits per cycle); 4 lanes of 66 bits (264
+    bits per cycle, a codeword every 20.6 cycles) need ``P = 32`` (17 cycles per
+    codeword); 8 lanes need ``P = 68``.
+
+    Parameters
+    ----------
+    P : int
+        Symbols per beat; must divide 544.
+    bypass_correction : bool
+        Detect and flag only (cl. 91.5.3.3 bypass correction): no key equation, Chien or
+        Forney; ``uncorrectable`` means "syndromes not all zero", data passes unchanged.
+        Saves 30 cycles of latency (``latency = 544 / P + 3``).
+    bypass_indication : bool
+        Correct, but never raise ``uncorrectable`` on the output (cl. 91.5.3.3 bypass
+        indication); the ``o_uncorrectable`` counter still counts. No latency change: the
+        flag rides on the last beat, which is not delayed for it.
+    counter_width : int
+        Width of the saturating counters (1..64).
+
+    Members
+    -------
+    i_data : In(stream.Signature(layouts.in_fields(P)))
+        ``data`` (P symbols, position ``bP + k`` in symbol ``k`` of beat ``b``) and
+        ``first``. The decoder counts ``544 / P`` beats from a ``first``, or from the
+        beat after a codeword's last beat. Input ready rule: ``ready`` is low only when
+        the delay buffer is full or when the next beat would end a codeword and the solver
+        whose turn it is still holds an earlier result; neither happens while the output
+        is taken at full rate (``ready`` stays high in steady state).
+    o_data : Out(stream.Signature(layouts.dec_out_fields(P)))
+        The corrected codeword, ``544 / P`` beats with ``first``/``last``; ``error`` is
+        the per-position error strobe (bit ``k``: symbol ``k`` was changed), for per-lane
+        error counts. On the ``last`` beat: ``corrected``, ``uncorrectable`` and
+        ``n_corrected``. On an uncorrectable codeword the beats already carry the changes
+        made at the roots found so far (the root count is known only at the last beat):
+        the user drops the codeword on ``uncorrectable``.
+    o_codewords, o_corrected_codewords, o_corrected_symbols, o_uncorrectable : Out(counter_width)
+        Saturating counters of codewords output, codewords with at least one corrected
+        symbol, corrected symbols, and uncorrectable codewords (counted at the handshake
+        of each last beat).
+
+    Timing
+    ------
+    Latency from the handshake of a codeword's first input beat to its first output beat
+    (``valid`` high), at full rate: ``544 / P + 33`` cycles (``544 / P - 1`` more input
+    beats, 31 cycles to the RiBM result, then read, Chien and Forney, output register:
+    3 cycles), ``544 / P + 3`` with ``bypass_correction`` (the 31 cycles become 1).
+    Throughput: one beat per cycle in and out, a new codeword every ``544 / P`` cycles,
+    with or without idle gaps on the input. The output pipeline stalls as a whole while
+    ``o_data.ready`` is low (``advance = ~o_data.valid | o_data.ready``). Reset empties
+    the buffer and the pipeline, frees the solvers and clears the counters.
+    """
+
+    def __init__(self, P: int = 8, bypass_correction: bool = False,
+                 bypass_indication: bool = False, counter_width: int = 32):
+        self.P = check_symbols_per_beat(P)
+        for name, v in (("bypass_correction", bypass_correction),
+                        ("bypass_indication", bypass_indication)):
+            if not isinstance(v, bool):
+                raise TypeError(f"{name}={v!r} must be a bool")
+        if isinstance(counter_width, bool) or not isinstance(counter_width, int) \
+                or not 1 <= counter_width <= 64:
+            raise ValueError(f"counter_width={counter_width!r} must be an int in 1..64")
+        self.bypass_correction = bypass_correction
+        self.bypass_indication = bypass_indication
+        self.counter_width = counter_width
+        self.n_beats = model.N // self.P
+        B = self.n_beats
+        #: Cycles from a codeword's last input handshake until its result is ready.
+        self.result_delay = 1 if bypass_correction else RiBM.LATENCY
+        self.n_solvers = -(-(self.result_delay + 1) // B) if not bypass_correction else \
+            max(2, -(-3 // B))
+        self.depth = B + self.result_delay + 4
+        #: First input beat to first output beat, in cycles (full rate).
+        self.latency = B - 1 + self.result_delay + 3
+        self.in_fields = in_fields(self.P)
+        self.out_fields = dec_out_fields(self.P)
+        cw = counter_width
+        super().__init__({
+            "i_data": In(stream.Signature(self.in_fields.layout())),
+            "o_data": Out(stream.Signature(self.out_fields.layout())),
+            "o_codewords": Out(cw), "o_corrected_codewords": Out(cw),
+            "o_corrected_symbols": Out(cw), "o_uncorrectable": Out(cw)})
+
+    def elaborate(self, platform):
+        m = Module()
+        P, B, n, D = self.P, self.n_beats, self.n_solvers, self.depth
+        full = not self.bypass_correction
+        beat = self.i_data.payload
+
+        # ---- input side: buffer write, syndromes, solver loads --------------------------
+        m.submodules.syndromes = synd = Syndromes(P)
+        in_count = Signal(range(B))
+        idx = Signal(range(B))
+        in_last = Signal()
+        take = Signal()
+        wr_slot = Signal(range(n))
+        wr_ptr = Signal(range(D))
+        level = Signal(range(D + 1))
+        busy = Signal(n)
+        done = Signal(n)
+        nz = Signal(n)
+        m.d.comb += [idx.eq(Mux(beat.first, 0, in_count)), in_last.eq(idx == B - 1),
+                     self.i_data.ready.eq((level < D)
+                                          & ~((in_count == B - 1) & pick(wr_slot, list(busy)))),
+                     take.eq(self.i_data.valid & self.i_data.ready),
+                     synd.i_data.eq(beat.data), synd.i_start.eq(idx == 0), synd.i_en.eq(take)]
+
+        m.submodules.buffer = buf = memory.Memory(shape=SB * P, depth=D, init=[])
+        wp = buf.write_port()
+        rp = buf.read_port()
+        m.d.comb += [wp.addr.eq(wr_ptr), wp.data.eq(beat.data), wp.en.eq(take)]
+        load = Signal(n)
+        with m.If(take):
+            m.d.sync += [wr_ptr.eq(Mux(wr_ptr == D - 1, 0, wr_ptr + 1)),
+                         in_count.eq(Mux(in_last, 0, idx + 1))]
+            with m.If(in_last):
+                m.d.sync += wr_slot.eq(Mux(wr_slot == n - 1, 0, wr_slot + 1))
+                for i in range(n):
+                    m.d.comb += load[i].eq(wr_slot == i)
+        s_nz = Signal()
+        m.d.comb += s_nz.eq(synd.o_next != 0)
+        for i in range(n):
+            with m.If(load[i]):
+                m.d.sync += nz[i].eq(s_nz)
+
+        # ---- result slots: RiBM solvers, or the syndrome flag only ----------------------
+        take_slot = Signal(n)
+        lambdas, omegas, degs = [], [], []
+        if full:
+            for i in range(n):
+                s = RiBM()
+                m.submodules[f"ribm{i}"] = s
+                m.d.comb += [s.i_load.eq(load[i]), s.i_syndromes.eq(synd.o_next),
+                             s.i_take.eq(take_slot[i]), busy[i].eq(s.o_busy),
+                             done[i].eq(s.o_done)]
+                lambdas.append(s.o_lambda)
+                omegas.append(s.o_omega)
+                deg = Const(0, range(T + 1))
+                for j in range(1, T + 1):
+                    deg = Mux(s.o_lambda[SB * j:SB * (j + 1)] != 0, j, deg)
+                degs.append(deg)
+        else:
+            for i in range(n):
+                with m.If(load[i]):
+                    m.d.sync += busy[i].eq(1)
+                with m.Elif(take_slot[i]):
+                    m.d.sync += busy[i].eq(0)
+            m.d.comb += done.eq(busy)
+
+        # ---- output side: read, Chien/Forney, correct --------------------------------------
+        out = self.o_data.payload
+        advance = Signal()
+        m.d.comb += advance.eq(~self.o_data.valid | self.o_data.ready)
+        rd_active = Signal()
+        rd_count = Signal(range(B))
+        rd_slot = Signal(range(n))
+        rd_ptr = Signal(range(D))
+        issue = Signal()
+        first_issue = Signal()
+        m.d.comb += [issue.eq(advance & (rd_active | pick(rd_slot, list(done)))),
+                     first_issue.eq(issue & ~rd_active),
+                     rp.addr.eq(rd_ptr), rp.en.eq(advance)]
+        with m.If(issue):
+            m.d.sync += [rd_ptr.eq(Mux(rd_ptr == D - 1, 0, rd_ptr + 1)),
+                         rd_count.eq(Mux(rd_count == B - 1, 0, rd_count + 1)),
+                         rd_active.eq(rd_count != B - 1)]
+        with m.If(first_issue):
+            m.d.sync += rd_slot.eq(Mux(rd_slot == n - 1, 0, rd_slot + 1))
+            for i in range(n):
+                m.d.comb += take_slot[i].eq(rd_slot == i)
+        m.d.sync += level.eq(level + take - issue)
+
+        cw_nz = Signal()
+        cw_deg = Signal(range(T + 1))
+        with m.If(first_issue):
+            m.d.sync += cw_nz.eq(pick(rd_slot, list(nz)))
+            if full:
+                m.d.sync += cw_deg.eq(pick(rd_slot, degs))
+        if full:
+            m.submodules.chien = chien = ChienForney(P)
+            m.d.comb += [chien.i_load.eq(first_issue), chien.i_step.eq(issue),
+                         chien.i_lambda.eq(pick(rd_slot, lambdas)),
+                         chien.i_omega.eq(pick(rd_slot, omegas))]
+
+        s1_valid, s1_first, s1_last = Signal(), Signal(), Signal()
+        s2_valid, s2_first, s2_last, s2_nz = Signal(), Signal(), Signal(), Signal()
+        s2_deg = Signal(range(T + 1))
+        s2_data = Signal(SB * P)
+        s2_zero = Signal(P)
+        s2_num, s2_den = Signal(SB * P), Signal(SB * P)
+        with m.If(advance):
+            m.d.sync += [s1_valid.eq(issue), s1_first.eq(rd_count == 0),
+                         s1_last.eq(rd_count == B - 1),
+                         s2_valid.eq(s1_valid), s2_first.eq(s1_first), s2_last.eq(s1_last),
+                         s2_nz.eq(cw_nz), s2_deg.eq(cw_deg), s2_data.eq(rp.data)]
+            if full:
+                m.d.sync += [s2_zero.eq(chien.o_zero), s2_num.eq(chien.o_num),
+                             s2_den.eq(chien.o_den)]
+
+        fixed = Signal(SB * P)
+        changed = Signal(P)
+        if full:
+            m.submodules.inverse = rom = inverse_rom()
+            for k in range(P):
+                port = rom.read_port(domain="comb")
+                sl = slice(SB * k, SB * (k + 1))
+                m.d.comb += port.addr.eq(s2_den[sl])
+                e = gf_mul(m, s2_num[sl], port.data, name=f"err{k}")
+                hit = Signal(name=f"hit{k}")
+                m.d.comb += [hit.eq(s2_zero[k] & (e != 0)),
+                             fixed[sl].eq(s2_data[sl] ^ Mux(hit, e, 0)),
+                             changed[k].eq(hit)]
+        else:
+            m.d.comb += fixed.eq(s2_data)
+
+        roots = Signal(range(model.N + 1))
+        fixes = Signal(range(model.N + 1))
+        roots_next = Signal(range(model.N + 1))
+        fixes_next = Signal(range(model.N + 1))
+        uncorr = Signal()
+        m.d.comb += [roots_next.eq(Mux(s2_first, 0, roots) + popcount(s2_zero)),
+                     fixes_next.eq(Mux(s2_first, 0, fixes) + popcount(changed))]
+        if full:
+            m.d.comb += uncorr.eq(s2_nz & ((roots_next != s2_deg) | (s2_deg == 0)))
+        else:
+            m.d.comb += uncorr.eq(s2_nz)
+        raw_uncorr = Signal()
+        with m.If(advance):
+            m.d.sync += self.o_data.valid.eq(s2_valid)
+            with m.If(s2_valid):
+                m.d.sync += [roots.eq(roots_next), fixes.eq(fixes_next),
+                             out.data.eq(fixed), out.error.eq(changed),
+                             out.first.eq(s2_first), out.last.eq(s2_last),
+                             raw_uncorr.eq(s2_last & uncorr),
+                             out.uncorrectable.eq(
+                                 s2_last & uncorr & (not self.bypass_indication)),
+                             out.corrected.eq(s2_last & ~uncorr & (fixes_next != 0)),
+                             out.n_corrected.eq(Mux(s2_last & ~uncorr, fixes_next, 0))]
+
+        # ---- counters ----------------------------------------------------------------------
+        top = (1 << self.counter_width) - 1
+        done_cw = Signal()
+        m.d.comb += done_cw.eq(self.o_data.valid & self.o_data.ready & out.last)
+
+        def bump(counter, amount, cond):
+            total = Signal(self.counter_width + COUNT_BITS + 1, name=f"{counter.name}_sum")
+            m.d.comb += total.eq(counter + amount)
+            with m.If(done_cw & cond):
+                m.d.sync += counter.eq(Mux(total > top, top, total))
+
+        bump(self.o_codewords, 1, 1)
+        bump(self.o_corrected_codewords, 1, out.corrected)
+        bump(self.o_corrected_symbols, out.n_corrected, 1)
+        bump(self.o_uncorrectable, 1, raw_uncorr)
+        return m
