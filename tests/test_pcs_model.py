@@ -1,13 +1,11 @@
 """Known-answer and property tests of the PCS golden model (sim/pcs.py) and of the lane
 fault channel (tb/common/lanes.py).
 
-Independent references used here: marker values typed from /work/shared/FACTS.md and from
-the cited source (enjoy-digital/liteeth test/model/pcs_100g.py, which reproduces IEEE 802.3
-Table 82-2 / ITU-T G.709 Table E.2); BIP bit sets written out from Table 82-4; the
-bit-serial scrambler reference of sim.scrambler; hand-built blocks.
+Independent references used here: published values typed into tests/facts.py with their
+sources; marker values from the cited source (enjoy-digital/liteeth test/model/pcs_100g.py,
+which reproduces IEEE 802.3 Table 82-2 / ITU-T G.709 Table E.2); BIP bit sets written out
+from Table 82-4; the bit-serial scrambler reference of sim.scrambler; hand-built blocks.
 """
-
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,10 +13,7 @@ import pytest
 from fusionfabric.sim import pcs
 from fusionfabric.tb.common.lanes import LaneChannel
 from fusionfabric.tb.pcs.harness import channel_inputs, tx_lane_rows
-
-# FACTS.md, "Multi-lane distribution (clause 82)": typed in here, not read from fusionfabric.sim.pcs.
-FACTS_40G = ["90 76 47", "F0 C4 E6", "C5 65 9B", "A2 79 3D"]
-FACTS_100G_LANE0 = "C1 68 21"
+from tests import facts
 # The cited source's table, as it is printed there (lower-case tuples, lanes 0..19).
 LITEETH_TABLE_82_2 = """
     (0xc1, 0x68, 0x21), (0x9d, 0x71, 0x8e), (0x59, 0x4b, 0xe8), (0x4d, 0x95, 0x7b),
@@ -36,8 +31,8 @@ def _triples(text):
 
 
 def test_marker_values_match_facts():
-    assert [" ".join(f"{b:02X}" for b in t) for t in pcs.MARKERS_40G] == FACTS_40G
-    assert " ".join(f"{b:02X}" for b in pcs.MARKERS_100G[0]) == FACTS_100G_LANE0
+    """Table 82-2's lane 0 (tests/facts.py) against the model's table."""
+    assert " ".join(f"{b:02X}" for b in pcs.MARKERS_100G[0]) == facts.MARKER_100G_LANE0
 
 
 def test_marker_values_match_cited_source():
@@ -45,13 +40,44 @@ def test_marker_values_match_cited_source():
     assert len(set(pcs.MARKERS_100G)) == 20
 
 
-def test_facts_file_still_lists_the_same_values():
-    facts = Path(__file__).resolve().parents[1].parent / "shared" / "FACTS.md"
-    if not facts.exists():
-        pytest.skip(f"{facts} not present")
-    text = facts.read_text()
-    for t in FACTS_40G + [FACTS_100G_LANE0]:
-        assert f"`{t}`" in text
+def test_published_constants():
+    """The model's sync headers and lock thresholds against the published numbers."""
+    assert (pcs.SYNC_DATA, pcs.SYNC_CTRL) == (facts.SYNC_DATA, facts.SYNC_CTRL)
+    assert pcs.LOCK_WINDOW == facts.LOCK_WINDOW == facts.LOCK_GOOD_HEADERS
+    assert pcs.LOCK_BAD == facts.LOCK_BAD_HEADERS
+    assert pcs.AM_BAD_LIMIT == facts.AM_INVALID_TO_LOSE_LOCK
+
+
+@pytest.mark.parametrize("n_bad", [1, facts.AM_INVALID_TO_LOSE_LOCK - 1,
+                                   facts.AM_INVALID_TO_LOSE_LOCK])
+def test_marker_lock_lost_after_4_consecutive_bad_markers(n_bad):
+    """Figure 82-11: a locked lane keeps marker lock through 3 consecutive invalid markers
+    and loses it at the 4th (the number typed into tests/facts.py, not the model's
+    constant). The markers are broken in M0 with the control header intact, so block lock
+    holds; the other lane sees clean markers throughout."""
+    rng = np.random.default_rng(40 + n_bad)
+    n, P, S = 2, 16, 2
+    _, rows = tx_lane_rows(rng, n, P, 40 * P)
+    first_bad = 20 * P                           # a marker row, long after lock
+    bad_rows = [first_bad + i * P for i in range(n_bad)]
+    rows = [list(r) for r in rows]
+    for r in bad_rows:
+        assert pcs.marker_id(rows[r][0]) == 0
+        rows[r][0] ^= 1 << 2                     # bit 0 of M0
+    rx = pcs.Receiver(n, P, S, 1000)
+    am = np.array([rx.step(row) or list(rx.am_lock) for row in rows])
+    assert am[first_bad - 1].tolist() == [1, 1], "lanes not marker-locked before the test"
+    locked = int(np.argmax(am[:, 1] == 1))
+    assert am[locked:, 1].all(), "the clean lane lost marker lock"
+    lane0 = am[:, 0]
+    if n_bad < facts.AM_INVALID_TO_LOSE_LOCK:
+        assert lane0[first_bad - 1:].all(), f"lost after {n_bad} bad markers"
+    else:
+        last = bad_rows[-1]
+        assert lane0[first_bad - 1:last].all(), "lost before the 4th bad marker"
+        lost = last + int(np.argmax(lane0[last:] == 0))
+        assert lane0[lost] == 0 and lost - last <= 3, (last, lost)
+        assert lane0[-1] == 1, "lane 0 did not relock on the clean markers that follow"
 
 
 def _bip_table_82_4(block: int) -> int:
@@ -86,7 +112,7 @@ def test_marker_format():
 
 
 def scramble_bits(bits, state):
-    """FACTS.md / cl. 49.2.6 per bit: out = in ^ s[38] ^ s[57]; out shifts into s[0]."""
+    """cl. 49.2.6 per bit (tests/facts.py): out = in ^ s[38] ^ s[57]; out shifts into s[0]."""
     out = []
     for b in bits:
         o = b ^ (state >> 38 & 1) ^ (state >> 57 & 1)
