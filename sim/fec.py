@@ -38,7 +38,8 @@ outside the 544 transmitted positions.
 Bit order (:func:`symbol_bits`): a symbol goes on the wire least significant bit first
 (:data:`SYMBOL_LSB_FIRST`): the message bit stream ``b[0], b[1], ...`` (the transcoded
 blocks, 257 bits each, ``b[0]`` first) fills ``cw[0]`` with ``b[0]`` in bit 0 up to ``b[9]``
-in bit 9, then ``cw[1]``, and so on; docs/fec.md gives the source.
+in bit 9, then ``cw[1]``, and so on. The public text found does not state this order for
+cl. 91.5.2.7; it is the profile's choice (docs/fec.md), kept in this one constant.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def encode(msg) -> np.ndarray:
     """Systematic encoding: ``(..., 514)`` message symbols -> ``(..., 544)`` codewords.
 
     The parity is the remainder of m(x) x^30 divided by g(x), computed by the division
-    register (the LFSR of cl. 91 Figure 91-6), vectorized over the batch.
+    register (a 30-stage LFSR), vectorized over the batch.
     """
     m = check_symbols(msg, "msg")
     if m.ndim == 0 or m.shape[-1] != K:
