@@ -1,0 +1,144 @@
+"""What every switch design shares: the parameters, the ports and the counter layouts.
+
+Each microarchitecture is its own component (:class:`~.voq_switch.VoqSwitch`,
+:class:`~.fifo_switch.FifoSwitch`, :class:`~.pipelined.PipelinedSwitch`,
+:class:`~.crosspoint_switch.CrosspointSwitch`), built on :class:`SwitchBase`, which checks
+the parameters they have in common and declares the ports they all have. The cycle-level
+contract is docs/switch.md.
+"""
+
+from __future__ import annotations
+
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from fusionfabric.formats.switch import GROUP_BITS, switch_flit
+
+from .group_table import config_layout
+
+__all__ = ["SwitchBase", "STATS", "UNIT_STATS", "RESULT_FIFO_DEPTH", "stats_layout",
+           "unit_stats_layout"]
+
+#: Per-port counters, LSB first, 32 bits each (``o_stats[p]``).
+STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_group",
+         "drop_kind")
+
+
+def stats_layout() -> data.StructLayout:
+    return data.StructLayout({name: 32 for name in STATS})
+
+
+#: Results buffered between a reduction unit and its crossbar row (``reduce=True``).
+RESULT_FIFO_DEPTH = 4
+
+#: Per-unit counters with ``reduce=True`` (``o_unit_stats[u]``): the unit's own counters
+#: plus ``result_drops`` (results whose target set is empty, e.g. root >= n_ports).
+UNIT_STATS = ("contributions", "results", "duplicate", "nonmember", "invalid",
+              "full_cycles")
+
+
+def unit_stats_layout() -> data.StructLayout:
+    return data.StructLayout({name: 32 for name in UNIT_STATS + ("result_drops",)})
+
+
+class SwitchBase(wiring.Component):
+    """The parameters and ports of every switch design; each design adds ``elaborate``.
+
+    A subclass sets the class attributes ``mode`` (``"voq"``, ``"fifo"`` or
+    ``"crosspoint"``) and ``pipeline``, checks its own parameters (``iterations``, the
+    queue depth it accepts), sets ``self.iterations`` and then calls this constructor.
+
+    Parameters
+    ----------
+    n_ports : int
+        Ports, 2 … 256.
+    data_width : int
+        Bits of ``data`` per flit (``fusionfabric.formats.switch.switch_flit``).
+    depth : int
+        Flits per queue (a power of two); what a queue is depends on the design.
+    out_depth : int
+        Output buffer slots = credits per output.
+    n_groups : int
+        Group-table entries (multicast and reduction groups), 1 … 256.
+    reduce : bool
+        Per-port reduction units (``fusionfabric.rtl.reduce.unit``, docs/switch.md); needs
+        ``data_width`` a multiple of 32 and ``n_ports`` <= 128.
+    n_chunks : int
+        Open-chunk slots per reduction unit, 1 … 64.
+
+    Members
+    -------
+    i_port : In(stream.Signature(switch_flit(data_width).layout())).array(n_ports)
+        Ingress; ``src`` is overwritten with the port index.
+    o_port : Out(stream.Signature(switch_flit(data_width).layout())).array(n_ports)
+        Egress.
+    i_config : In(stream.Signature(config_layout(n_ports)))
+        Group-table writes, always ready.
+    o_credit : Out(range(out_depth + 1)).array(n_ports)
+        Credits held for each output (``out_depth`` when the switch is idle).
+    o_stats : Out(stats_layout()).array(n_ports)
+        Counters per port, see :data:`STATS`.
+    o_config_drops : Out(32)
+        Configuration writes to a group >= ``n_groups``.
+    o_unit_credit : Out(range(out_depth + 1)).array(n_ports)
+        With ``reduce=True``: credits held for each unit's contribution input.
+    o_unit_stats : Out(unit_stats_layout()).array(n_ports)
+        With ``reduce=True``: counters per unit, see :data:`UNIT_STATS`.
+
+    Timing
+    ------
+    Set by each design (its own docstring and docs/switch.md). All designs share the
+    routing and drop rules, one flit per cycle per input and per output, and reset:
+    queues empty, credits full, pointers, group table and counters cleared.
+    """
+
+    mode: str
+    pipeline: bool = False
+
+    def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
+                 out_depth: int = 4, n_groups: int = 16, reduce: bool = False,
+                 n_chunks: int = 16):
+        if not isinstance(n_ports, int) or not 2 <= n_ports <= 256:
+            raise ValueError(f"n_ports={n_ports!r} must be an integer in 2..256")
+        if not isinstance(data_width, int) or data_width < 1:
+            raise ValueError(f"data_width={data_width!r} must be a positive integer")
+        if not isinstance(depth, int) or depth < 1 or depth & (depth - 1):
+            raise ValueError(f"depth={depth!r} must be a power of two >= 1")
+        if not isinstance(out_depth, int) or out_depth < 1:
+            raise ValueError(f"out_depth={out_depth!r} must be a positive integer")
+        if not isinstance(n_groups, int) or not 1 <= n_groups <= 1 << GROUP_BITS:
+            raise ValueError(f"n_groups={n_groups!r} must be in 1..{1 << GROUP_BITS}")
+        if not isinstance(n_chunks, int) or not 1 <= n_chunks <= 64:
+            raise ValueError(f"n_chunks={n_chunks!r} must be an integer in 1..64")
+        if reduce not in (False, True):
+            raise ValueError(f"reduce={reduce!r} must be True or False")
+        if reduce and (data_width % 32 or n_ports > 128):
+            raise ValueError(f"reduce=True needs data_width a multiple of 32 (got "
+                             f"{data_width}) and n_ports <= 128 (got {n_ports})")
+        self.n_ports = n_ports
+        self.data_width = data_width
+        self.depth = depth
+        self.out_depth = out_depth
+        self.n_groups = n_groups
+        self.reduce = bool(reduce)
+        self.n_chunks = n_chunks
+        self.flit = switch_flit(data_width)
+        layout = self.flit.layout()
+        members = {
+            "i_port": In(stream.Signature(layout)).array(n_ports),
+            "o_port": Out(stream.Signature(layout)).array(n_ports),
+            "i_config": In(stream.Signature(config_layout(n_ports))),
+            "o_credit": Out(range(out_depth + 1)).array(n_ports),
+            "o_stats": Out(stats_layout()).array(n_ports),
+            "o_config_drops": Out(32),
+        }
+        if reduce:
+            members["o_unit_credit"] = Out(range(out_depth + 1)).array(n_ports)
+            members["o_unit_stats"] = Out(unit_stats_layout()).array(n_ports)
+        super().__init__(members)
+
+    @property
+    def n_rows(self) -> int:
+        """Crossbar size: rows 0 … n−1 are the ports, rows n … 2n−1 (``reduce=True``) the
+        reduction units' results; columns likewise the ports and the units' inputs."""
+        return 2 * self.n_ports if self.reduce else self.n_ports
