@@ -390,10 +390,6 @@ def dl_parse(flit: bytes, tl_per_dl: int) -> tuple[bool, DLHeader, list[tuple[in
     return ok, h, tls
 
 
-def flit_to_slots(flit: bytes) -> list[int]:
-    return [int.from_bytes(flit[i:i + 16], "little") for i in range(0, len(flit), 16)]
-
-
 def slots_to_flit(slots: list[int]) -> bytes:
     return b"".join(int(s).to_bytes(16, "little") for s in slots)
 

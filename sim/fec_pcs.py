@@ -41,7 +41,7 @@ import numpy as np
 from fusionfabric.formats.primitives import POLY_CL49, poly_taps
 from fusionfabric.sim import fec
 from fusionfabric.sim import transcode as tc
-from fusionfabric.sim.pcs import MARKERS_100G, BlockType, control_word
+from fusionfabric.formats.pcs import MARKERS_100G, BlockType, control_word
 
 __all__ = ["LANE_COUNTS", "AM_SYMBOLS", "MARKER_MAX_BAD", "SCRAMBLER_INIT", "AM_PERIOD",
            "BLOCKS_PER_CW", "check_params", "am_blocks", "marker_symbols", "marker_area",

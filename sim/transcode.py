@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusionfabric.sim.pcs import SYNC_CTRL, SYNC_DATA, BlockType
+from fusionfabric.formats.pcs import SYNC_CTRL, SYNC_DATA, BlockType
 
 __all__ = ["XBITS", "KNOWN_TYPES", "TYPE_BY_NIBBLE", "ERROR_PAYLOAD", "encode", "decode",
            "encode_words", "decode_words", "payload_bits", "bits_payload"]

@@ -7,7 +7,7 @@ from amaranth.sim import Simulator
 
 from fusionfabric.rtl.chiplet import PcsToPhy, PhyToPcs
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.pcs import BlockType, control_word
+from fusionfabric.formats.pcs import BlockType, control_word
 
 
 def _flits(rng, n_flits, tl_per_dl, p_gap):

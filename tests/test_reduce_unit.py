@@ -101,6 +101,8 @@ def test_throughput_and_latency():
         check_results(t1, got)
         lat = st["result_cycles"][0] - st["accept_cycles"][-1]
         assert lat == dut.latency(k), (k, lat, dut.latency(k))
+        from fusionfabric.sim.reduce import unit_latency
+        assert lat == unit_latency(k, n_ports), (k, lat)   # the model states it independently
     groups = random_groups(rng, n_ports, [8], [Dtype.FP32], [Op.SUM])
     # throughput: 40 chunks, members interleaved over 2 live chunks at a time
     t = make_traffic(rng, n_ports, 32, groups, 40, window=2, chunk_base=100)

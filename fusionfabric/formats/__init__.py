@@ -11,6 +11,11 @@ Modules
 bitfields
     :class:`~fusionfabric.formats.bitfields.Fields`, an ordered bit layout with scalar and
     vectorized pack/unpack and an Amaranth ``StructLayout`` adapter.
+pcs
+    64b/66b sync headers, block and marker layouts, control block types, lock constants and
+    parameter checks (IEEE 802.3 cl. 49, cl. 82).
+primitives
+    The CRC catalogue and beat layouts, the cl. 49 scrambler polynomial, the O.150 PRBS taps.
 switch
     The switch port flit, the group-table entry and the reduction codes.
 """

@@ -8,7 +8,7 @@ from amaranth.lib import data
 from fusionfabric.sim.chiplet import PHY_WORD, PORT_BEAT, SEQ_BITS, STATUS, TL_FLIT, LinkParams, Opcode
 
 __all__ = ["PHY_WORD", "TL_FLIT", "STATUS", "phy_layout", "tl_layout", "port_layout",
-           "status_layout", "data_slots", "valid_opcode", "check_params", "LINK_DOWN",
+           "data_slots", "valid_opcode", "check_params", "LINK_DOWN",
            "LINK_INIT", "LINK_ACTIVE"]
 
 LINK_DOWN, LINK_INIT, LINK_ACTIVE = 0, 1, 2
@@ -24,10 +24,6 @@ def tl_layout():
 
 def port_layout():
     return PORT_BEAT.layout()
-
-
-def status_layout():
-    return STATUS.layout()
 
 
 def data_slots(opcode, length):

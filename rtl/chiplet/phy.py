@@ -18,7 +18,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.sim.chiplet import check_phy_params, dl_flit_slots
-from fusionfabric.sim.pcs import WORD, BlockType, control_word
+from fusionfabric.formats.pcs import WORD, BlockType, control_word
 
 from .common import PHY_WORD
 

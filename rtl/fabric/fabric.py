@@ -14,7 +14,7 @@ from fusionfabric.rtl.switch.group_table import config_layout
 from fusionfabric.rtl.switch.top import Switch, stats_layout, unit_stats_layout
 from fusionfabric.formats.bitfields import Fields
 from fusionfabric.sim.chiplet import LinkParams, SLOT_BITS
-from fusionfabric.sim.pcs import check_params as pcs_check
+from fusionfabric.formats.pcs import check_params as pcs_check
 
 from .bridge import EgressBridge, IngressBridge
 from .fault import LaneFault
@@ -47,13 +47,6 @@ def fault_layout() -> data.StructLayout:
 def lane_index(endpoint: int, direction: int, lane: int, n_lanes: int = 2) -> int:
     """The ``i_fault.lane`` / ``o_flips`` index of a lane."""
     return (2 * endpoint + direction) * n_lanes + lane
-
-
-def _or_bits(values):
-    out = 0
-    for v in values:
-        out = out | v
-    return out
 
 
 class Fabric(wiring.Component):

@@ -12,7 +12,7 @@ The golden model is :mod:`fusionfabric.sim.pcs`; the formats and state machines 
 
 from fusionfabric.rtl.blocks import Block, Param
 
-from fusionfabric.sim.pcs import SERDES_WIDTHS
+from fusionfabric.formats.pcs import SERDES_WIDTHS
 
 from .gearbox import RxGearbox, TxGearbox
 from .lock import BlockLock

@@ -1,22 +1,16 @@
 """Expressions shared by the PCS transmitter and receiver: BIP8, marker constants and
-marker recognition (IEEE 802.3 cl. 82.2.7, 82.2.8). Layouts come from :mod:`fusionfabric.sim.pcs`."""
+marker recognition (IEEE 802.3 cl. 82.2.7, 82.2.8). Layouts come from :mod:`fusionfabric.formats.pcs`."""
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Signal, Value
 
-from fusionfabric.sim.pcs import MARKERS_100G, SYNC_CTRL
+from fusionfabric.formats.pcs import MARKERS_100G, SYNC_CTRL
 
-__all__ = ["bip8", "marker_id", "eq", "scramble64", "descramble64", "ID_BITS"]
+__all__ = ["bip8", "marker_id", "scramble64", "descramble64", "ID_BITS"]
 
 #: Width of a marker lane id (Table 82-2 has 20 lanes).
 ID_BITS = 5
-
-
-def eq(value: Value, const: int) -> Value:
-    """``value == const``, written as ``~value.any()`` for 0 (Yosys would emit a logical
-    ``!`` on a multi-bit value, which Verilator -Wall flags as WIDTHTRUNC)."""
-    return ~value.any() if const == 0 else value == const
 
 
 def scramble64(c: Value, x: Value):

@@ -6,7 +6,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.pcs import check_serdes_width
+from fusionfabric.formats.pcs import check_serdes_width
 
 __all__ = ["TxGearbox", "RxGearbox"]
 

@@ -6,8 +6,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .common import eq
-from fusionfabric.sim.pcs import HI_BER_LIMIT, LOCK_BAD, LOCK_WINDOW, check_params
+from fusionfabric.rtl.hdl import eq
+from fusionfabric.formats.pcs import HI_BER_LIMIT, LOCK_BAD, LOCK_WINDOW, check_params
 
 __all__ = ["BlockLock"]
 
@@ -22,7 +22,7 @@ class BlockLock(wiring.Component):
     slips one bit; while locked, 16 invalid headers within a window of 64 lose lock and slip.
     The BER monitor (Figure 49-13) counts invalid headers while locked and raises
     ``o_hi_ber`` when 16 fall in one window of ``ber_window`` blocks (125 us at 10.3125 GBd
-    is :data:`fusionfabric.sim.pcs.BER_WINDOW_10G` = 19531 blocks); it clears at the end of a window with
+    is :data:`fusionfabric.formats.pcs.BER_WINDOW_10G` = 19531 blocks); it clears at the end of a window with
     fewer than 16.
 
     Parameters

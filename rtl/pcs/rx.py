@@ -7,10 +7,11 @@ from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.pcs import (AM_BAD_LIMIT, KNOWN_TYPES, MARKERS_100G, SYNC_CTRL, SYNC_DATA, WORD,
-                     BlockType, check_params, check_serdes_width)
+from fusionfabric.formats.pcs import (AM_BAD_LIMIT, KNOWN_TYPES, MARKERS_100G, SYNC_CTRL,
+                                      SYNC_DATA, WORD, BlockType, check_params, check_serdes_width)
+from fusionfabric.rtl.hdl import eq
 
-from .common import ID_BITS, bip8, descramble64, eq, marker_id
+from .common import ID_BITS, bip8, descramble64, marker_id
 from .gearbox import RxGearbox
 from .lock import BlockLock
 

@@ -6,10 +6,12 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.pcs import (BlockType, SCRAMBLER_INIT, SYNC_CTRL, SYNC_DATA, WORD, check_params,
-                     check_serdes_width, control_word, marker_payload)
+from fusionfabric.formats.pcs import (BlockType, SCRAMBLER_INIT, SYNC_CTRL, SYNC_DATA, WORD,
+                                      check_params, check_serdes_width, control_word,
+                                      marker_payload)
+from fusionfabric.rtl.hdl import eq
 
-from .common import bip8, eq, scramble64
+from .common import bip8, scramble64
 from .gearbox import TxGearbox
 
 __all__ = ["PcsTx"]
@@ -43,7 +45,7 @@ class PcsTx(wiring.Component):
     -------
     i_data : In(stream.Signature(ArrayLayout(WORD, n_lanes)))
         Client words: ``data`` (64 bits, bit 0 first on the wire) and ``ctrl``. A control
-        word carries a :class:`fusionfabric.sim.pcs.BlockType` in its low octet.
+        word carries a :class:`fusionfabric.formats.pcs.BlockType` in its low octet.
     o_lanes : Out(serdes_width).array(n_lanes)
         One W-bit word per lane per cycle, bit 0 first on the wire (W = 66: one block).
 

@@ -26,6 +26,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge, ReadOnly
 
+from fusionfabric.formats.pcs import WORD
 from fusionfabric.sim import pcs
 from fusionfabric.tb.common.coverage import cover_point, export_coverage
 from fusionfabric.tb.common.env import make_rng
@@ -108,7 +109,7 @@ class PcsTb(TB):
         if to_int(self.dut.i_data__ready.value):
             if to_int(self.dut.i_data__valid.value):
                 v = to_int(self.dut.i_data__payload.value)
-                ws = [pcs.WORD.unpack((v >> (65 * j)) & ((1 << 65) - 1))
+                ws = [WORD.unpack((v >> (65 * j)) & ((1 << 65) - 1))
                       for j in range(self.n)]
                 self.sent_rows.append(tuple((w["data"], w["ctrl"]) for w in ws))
             else:
@@ -133,7 +134,7 @@ class PcsTb(TB):
         got["words"] = None
         if got["valid"]:
             v = to_int(d.o_data__payload.value)
-            got["words"] = [pcs.WORD.unpack((v >> (65 * j)) & ((1 << 65) - 1))
+            got["words"] = [WORD.unpack((v >> (65 * j)) & ((1 << 65) - 1))
                             for j in range(self.n)]
             got["words"] = [(w["data"], w["ctrl"]) for w in got["words"]]
         return got
@@ -190,7 +191,7 @@ class PcsTb(TB):
             beat = 0
             for k in range(self.n):
                 i = r * self.n + k
-                beat |= pcs.WORD.pack(data=int(data[i]), ctrl=int(ctrl[i])) << (65 * k)
+                beat |= WORD.pack(data=int(data[i]), ctrl=int(ctrl[i])) << (65 * k)
             self.src.send(beat)
 
     async def run_until(self, cycle: int) -> None:
