@@ -1,4 +1,4 @@
-"""The crosspoint-buffered switch (``Switch(mode="crosspoint")``) in the Amaranth simulator:
+"""The crosspoint-buffered switch (``CrosspointSwitch``) in the Amaranth simulator:
 the documented idle latency, line rate through one output and the output-buffer depth it
 needs, the buffering between an input and a stopped output, and round-robin service.
 The functional regressions (every traffic pattern, multicast, drops, counters, packet
@@ -8,7 +8,7 @@ import pytest
 from amaranth import ClockDomain, Module
 from amaranth.sim import Simulator
 
-from fusionfabric.rtl.switch.top import Switch
+from fusionfabric.rtl.switch.crosspoint_switch import CrosspointSwitch
 from fusionfabric.formats.switch import GROUP_BITS, Kind, group_entry, switch_flit
 
 #: handshake in cycle t -> o_port valid in t + LATENCY (docs/switch.md)
@@ -71,8 +71,8 @@ def _run(dut, sends, cycles, ready=lambda o, c: True, groups=()):
 
 
 def _switch(**kw):
-    return Switch(**{"n_ports": 4, "data_width": 16, "mode": "crosspoint", "depth": 16,
-                     "out_depth": 8, **kw})
+    return CrosspointSwitch(**{"n_ports": 4, "data_width": 16, "depth": 16, "out_depth": 8,
+                               **kw})
 
 
 def test_crosspoint_idle_latency():

@@ -1,9 +1,16 @@
-"""Switch parameters: validation errors name the bad value; the registered block builds."""
+"""Switch parameters: validation errors name the bad value; the factory builds the design
+that ``mode`` and ``pipeline`` name; the registered block builds."""
 
 import pytest
 
 from fusionfabric.rtl.blocks import BlockError, get_block
+from fusionfabric.rtl.switch.crosspoint_switch import CrosspointSwitch
+from fusionfabric.rtl.switch.fifo_switch import FifoSwitch
+from fusionfabric.rtl.switch.ingress import Ingress
+from fusionfabric.rtl.switch.output import OutputSide
+from fusionfabric.rtl.switch.pipelined import PipelinedSwitch
 from fusionfabric.rtl.switch.top import Switch
+from fusionfabric.rtl.switch.voq_switch import VoqSwitch
 
 
 @pytest.mark.parametrize("kw,needle", [
@@ -58,3 +65,43 @@ def test_switch_crosspoint_has_no_islip():
         text = verilog.convert(dut, emit_src=False, name="switch")
         return any(line.startswith("module \\switch.alloc ") for line in text.splitlines())
     assert has_alloc(b.build(n_ports=4)) and not has_alloc(sw)
+
+
+@pytest.mark.parametrize("kw,cls", [
+    ({}, VoqSwitch),
+    ({"mode": "fifo"}, FifoSwitch),
+    ({"pipeline": True}, PipelinedSwitch),
+    ({"mode": "crosspoint"}, CrosspointSwitch),
+], ids=["voq", "fifo", "pipelined", "crosspoint"])
+def test_switch_factory_picks_the_design(kw, cls):
+    """``Switch`` is a factory: each mode/pipeline pair is its own component, and the
+    design keeps every parameter readable as an attribute."""
+    sw = Switch(n_ports=3, depth=4, out_depth=8, n_groups=5, **kw)
+    assert type(sw) is cls
+    assert (sw.n_ports, sw.depth, sw.out_depth, sw.n_groups) == (3, 4, 8, 5)
+    assert sw.mode == kw.get("mode", "voq") and sw.pipeline == kw.get("pipeline", False)
+
+
+@pytest.mark.parametrize("cls,kw,needle", [
+    (VoqSwitch, {"iterations": 4, "n_ports": 8}, "iterations=4"),
+    (FifoSwitch, {"iterations": 3, "n_ports": 3}, "iterations=3"),
+    (PipelinedSwitch, {"iterations": 2}, "iterations=2"),
+    (CrosspointSwitch, {"depth": 5}, "depth=5"),
+    (VoqSwitch, {"reduce": "yes"}, "reduce=.yes."),
+    (FifoSwitch, {"n_ports": 257}, "n_ports=257"),
+])
+def test_designs_reject(cls, kw, needle):
+    """Each design's own constructor checks its parameters (the factory is not needed)."""
+    with pytest.raises(ValueError, match=needle):
+        cls(**kw)
+
+
+def test_crosspoint_switch_takes_no_iterations():
+    with pytest.raises(TypeError, match="iterations"):
+        CrosspointSwitch(iterations=1)
+
+
+@pytest.mark.parametrize("part", [Ingress, OutputSide])
+def test_shared_parts_need_a_switch(part):
+    with pytest.raises(TypeError, match="switch="):
+        part(object())

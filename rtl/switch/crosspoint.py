@@ -1,6 +1,6 @@
-"""Buffered-crossbar building blocks (``Switch(mode="crosspoint")``, docs/switch.md,
-"Crosspoint-buffered variant"): a row writer per input and a small FIFO at every
-(input, output) crosspoint.
+"""Buffered-crossbar building blocks of :class:`~.crosspoint_switch.CrosspointSwitch`
+(docs/switch.md, "Crosspoint-buffered variant"): a row writer per input and a small FIFO
+at every (input, output) crosspoint.
 
 With one buffer per crosspoint, every output reads its own column without asking the
 inputs: there is no input-output matching, only an arbiter per output over its column

@@ -104,7 +104,7 @@ class CrosspointSwitch(SwitchBase):
 
     def _crosspoint_ingress(self, m, r, q, port, valid, flit, target, drops, ingress,
                             stall=None):
-        """``mode="crosspoint"`` ingress of row ``r``: the routed flit (``target`` mask and
+        """Ingress of row ``r``: the routed flit (``target`` mask and
         the three ``drops`` causes) is registered in one of two entries; the older entry
         (the head) leaves in one cycle, written at once into every crosspoint of its
         target mask when each of them has a free slot (a multicast flit is not split
@@ -170,7 +170,7 @@ class CrosspointSwitch(SwitchBase):
 
 
     def _crosspoint(self, m, rows, output, credit):
-        """``mode="crosspoint"``: a buffer at every crosspoint (i, o), fed by row i's
+        """The core: a buffer at every crosspoint (i, o), fed by row i's
         registered write; per output, a round-robin arbiter over its column that keeps a
         packet's flits together, a crossbar register and the output buffer
         (docs/switch.md, "Crosspoint-buffered variant").

@@ -111,8 +111,8 @@ class PipelinedSwitch(SwitchBase):
         return m
 
     def _pipelined_ingress(self, m, r, q, port, valid, flit, route, ingress):
-        """``pipeline=True`` ingress of row ``r``: the routed flit (``route`` = target mask
-        and the three drop causes, from the same rules as the default variant) is
+        """Ingress of row ``r``: the routed flit (``route`` = target mask and the three
+        drop causes, from :class:`~.ingress.Ingress`, the rules of the VOQ switch) is
         registered first, in one of two entries; the VOQ writes (one copy per cycle,
         lowest member first) and the counters work from the older entry (the head).
         ``port.ready`` = an entry is free (registers only): with two entries a flit can
@@ -121,7 +121,6 @@ class PipelinedSwitch(SwitchBase):
         the flit is taken in or a copy is written, so the write and the head's departure
         are a few gates from registers and the 100-bit flit registers load on the input
         handshake alone."""
-        n = self.n_ports
         N = q.n_ports
         layout = self.flit.layout()
         e_valid = [Signal(name=f"in_valid{r}_{k}") for k in (0, 1)]
@@ -175,9 +174,10 @@ class PipelinedSwitch(SwitchBase):
 
 
     def _pipelined(self, m, queues, output, credit, lock_v, lock_in):
-        """``pipeline=True``: a one-round iSLIP split over two cycles (grant, then accept)
-        on a registered request matrix, then two read-address registers, RAM read, two
-        flit registers, crossbar register, each in its own cycle (docs/switch.md, "Pipelined variant").
+        """The core: a one-round iSLIP split over two cycles (grant, then accept) on a
+        registered request matrix, then two read-address registers, RAM read, two flit
+        registers, crossbar register, each in its own cycle (docs/switch.md, "Pipelined
+        variant").
 
         Cycle t: ``valid`` (the requests) = ``valid_r`` (computed in t-1 from the state
         after the matches up to t-2) minus what the match of t-1 (``match1``) may have

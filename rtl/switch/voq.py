@@ -123,8 +123,8 @@ class InputQueue(wiring.Component):
 
 
 class PipelinedQueue(wiring.Component):
-    """The flit store of one input for the pipelined switch (``pipeline=True``):
-    ``n_ports`` VOQs of ``depth`` flits in one block RAM with a synchronous read port.
+    """The flit store of one input of :class:`~.pipelined.PipelinedSwitch`: ``n_ports``
+    VOQs of ``depth`` flits in one block RAM with a synchronous read port.
 
     Each VOQ has three pointers: ``wptr`` (ingress), ``sptr`` (scheduled: advanced when
     the allocator matches the VOQ) and ``rptr`` (read: advanced when the matched flit's
