@@ -61,7 +61,7 @@ def test_config_file_and_set_overrides(capsys, tmp_path):
     (["sweep", "--set", "mode=crossbar"], "not one of: voq, fifo"),
     (["sweep", "--set", "iterations=9"], "above the maximum"),
     (["sweep", "--ports", "4", "--set", "iterations=3"], "ceil(log2 n_ports)"),
-    (["sweep", "--engine", "gpu"], "not one of: auto, numba, numpy"),
+    (["sweep", "--set", "run.engine=numpy"], "keys of [run]: cycles"),
     (["sweep", "--pattern", "trace"], "needs traffic.trace_file"),
     (["sweep", "--trace", "/nonexistent.csv", "--ports", "4"], "does not exist"),
     (["sweep", "--config", "/nonexistent.toml"], "does not exist"),

@@ -1,8 +1,8 @@
 """The cycle-level fabric model: switch + links, traffic, statistics, physical mapping.
 
 - :mod:`fusionfabric.sim.fabric.config`: typed run configuration, TOML files, ``--set`` overrides;
-- :mod:`fusionfabric.sim.fabric.kernel` / :mod:`fusionfabric.sim.fabric.vkernel`: the cycle rules of docs/switch.md
-  (numba-compiled scalar loops, or numpy vectorized over batch x ports);
+- :mod:`fusionfabric.sim.fabric.kernel`: the cycle rules of docs/switch.md (numba-compiled
+  scalar loops);
 - :mod:`fusionfabric.sim.fabric.engine`: :class:`~sim.fabric.engine.Fabric`, the batched state;
 - :mod:`fusionfabric.sim.fabric.traffic`: seeded traffic generators and trace replay;
 - :mod:`fusionfabric.sim.fabric.stats`, :mod:`fusionfabric.sim.fabric.run`: BookSim-style sweeps and statistics;

@@ -18,7 +18,6 @@ def add_config_arguments(p):
                         "wins over --config and the flags)")
     p.add_argument("--ports", type=str, default=None, help="switch.n_ports")
     p.add_argument("--seed", type=str, default=None, help="run.seed (printed by every run)")
-    p.add_argument("--engine", type=str, default=None, help="run.engine: auto, numba, numpy")
 
 
 def build_config(args, flag_keys: dict[str, str]):
@@ -27,8 +26,7 @@ def build_config(args, flag_keys: dict[str, str]):
     from fusionfabric.cli import CliError
 
     sets = []
-    for attr, key in {"ports": "switch.n_ports", "seed": "run.seed",
-                      "engine": "run.engine", **flag_keys}.items():
+    for attr, key in {"ports": "switch.n_ports", "seed": "run.seed", **flag_keys}.items():
         v = getattr(args, attr, None)
         if v is not None:
             sets.append(f"{key}={v}")

@@ -101,8 +101,6 @@ class RunParams:
     seed: int = _f(1, "random seed (every run prints it)", lo=0)
     loads: str = _f("0.1:1.0:0.1", "offered loads START:STOP:STEP (inclusive) or a,b,c")
     seeds: int = _f(1, "independent seeds per load (batch points = loads x seeds)", lo=1)
-    engine: str = _f("auto", "kernel: auto (numba if installed), numba or numpy",
-                     choices=("auto", "numba", "numpy"))
     src_queue: int = _f(4096, "source queue per port in packets (overflow counted as "
                               "source drops)", lo=1)
 

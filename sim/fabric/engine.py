@@ -2,9 +2,9 @@
 
 :class:`Fabric` holds every register of ``batch`` switches (each with its links, source
 queues and statistics) as numpy arrays with a leading batch dimension, and advances them
-one chunk of cycles at a time through the kernel (:mod:`fusionfabric.sim.fabric.kernel` compiled by
-numba, or the numpy-vectorized :mod:`fusionfabric.sim.fabric.vkernel`). The rules are those of
-docs/switch.md, cycle for cycle; the link adds latency, credits and framing slots.
+one chunk of cycles at a time through the numba-compiled kernel
+(:mod:`fusionfabric.sim.fabric.kernel`). The rules are those of docs/switch.md, cycle for
+cycle; the link adds latency, credits and framing slots.
 """
 
 from __future__ import annotations
@@ -14,19 +14,7 @@ import numpy as np
 from . import kernel as _k
 from .config import LinkParams, SwitchParams, max_iterations
 
-__all__ = ["Fabric", "Departures", "engine_name"]
-
-
-def engine_name(requested: str = "auto") -> str:
-    """Resolve ``auto``/``numba``/``numpy`` to the kernel that will run."""
-    if requested == "auto":
-        return "numba" if _k.HAVE_NUMBA else "numpy"
-    if requested == "numba" and not _k.HAVE_NUMBA:
-        raise ValueError("engine=numba but numba is not installed (pip install numba), "
-                         "or use engine=numpy")
-    if requested not in ("numba", "numpy"):
-        raise ValueError(f"engine={requested!r} is not one of: auto, numba, numpy")
-    return requested
+__all__ = ["Fabric", "Departures"]
 
 
 class Departures:
@@ -73,8 +61,14 @@ class Fabric:
         Source-queue capacity per port, in packets (overflow is counted, never silent).
     log : bool
         Keep every departure (for the exactness check); ``log_capacity`` entries.
-    engine : str
-        ``auto``, ``numba`` or ``numpy``.
+    parallel : bool
+        Run the batch points on numba threads when there are 4 or more and no log.
+
+    Members
+    -------
+    s : dict[str, numpy.ndarray]
+        The registers by name (the fields of :class:`~fusionfabric.sim.fabric.kernel.State`);
+        the kernel updates these arrays in place.
     """
 
     HIST = 1 << 16
@@ -82,12 +76,11 @@ class Fabric:
     def __init__(self, switch: SwitchParams, link: LinkParams | None = None, batch: int = 1,
                  *, groups: dict | None = None, window: tuple[int, int] = (0, 1 << 62),
                  src_queue: int = 4096, log: bool = False, log_capacity: int = 1 << 20,
-                 engine: str = "auto", parallel: bool = True):
+                 parallel: bool = True):
         link = link or LinkParams()
         self.parallel = parallel
         n = switch.n_ports
         self.switch, self.link, self.batch, self.n = switch, link, int(batch), n
-        self.engine = engine_name(engine)
         iters = switch.iterations or min(3, max_iterations(n))
         if not 1 <= iters <= max_iterations(n):
             raise ValueError(f"iterations={iters} must be in 1..{max_iterations(n)} "
@@ -118,7 +111,8 @@ class Fabric:
             self.p[_k.P[k]] = v
         z = np.zeros
         i64 = np.int64
-        self.s = dict(
+        self.groups = _k.Groups(self.members, self.gvalid)
+        self.state = _k.State(
             q_gen=z((B, n, nq, cap), i64), q_info=z((B, n, nq, cap), i64),
             q_head=z((B, n, nq), i64), q_cnt=z((B, n, nq), i64),
             ne=z((B, n, (n + 63) // 64), np.uint64),
@@ -140,10 +134,10 @@ class Fabric:
             ecred=np.full((B, n), K, i64), ecr_ret=z((B, n, 2 * L + 2), i64),
             st=z((B, n, _k.NSTAT), i64), hist=z((B, self.HIST), i64), latmax=z(B, i64),
         )
+        self.s = self.state._asdict()
         self.log_capacity = log_capacity if log else 1
-        self.log = dict(t=z(self.log_capacity, i64), o=z(self.log_capacity, i64),
-                        src=z(self.log_capacity, i64), info=z(self.log_capacity, i64),
-                        b=z(self.log_capacity, i64), n=z(1, i64))
+        self.departure_log = _k.Log(*(z(self.log_capacity, i64) for _ in range(5)), z(1, i64))
+        self.log = self.departure_log._asdict()
         self.t = 0
 
     # -- running ---------------------------------------------------------------------------
@@ -174,25 +168,12 @@ class Fabric:
         self.p[_k.P["T0"]] = self.t
         self.p[_k.P["C"]] = C
         self.p[_k.P["USE_READY"]] = use_ready
-        s, lg = self.s, self.log
-        args = (self.p, self.members, self.gvalid, gdest, gsize, gkind, ready_arr,
-                s["q_gen"], s["q_info"], s["q_head"], s["q_cnt"], s["ne"], s["done"],
-                s["hdone"], s["ob_gen"], s["ob_info"], s["ob_src"], s["ob_head"],
-                s["ob_cnt"], s["credit"], s["lock"], s["gptr"], s["aptr"],
-                s["sq_dest"], s["sq_size"], s["sq_kind"], s["sq_gen"], s["sq_seq"],
-                s["sq_head"], s["sq_cnt"], s["sq_flit"], s["seq_next"],
-                s["lp_valid"], s["lp_gen"], s["lp_info"], s["tcred"], s["cr_ret"],
-                s["rx_gen"], s["rx_info"], s["rx_head"], s["rx_cnt"],
-                s["ecred"], s["ecr_ret"], s["st"], s["hist"], s["latmax"],
-                lg["t"], lg["o"], lg["src"], lg["info"], lg["b"], lg["n"])
-        if self.engine == "numba":
-            if self.parallel and B >= 4 and not self.p[_k.P["LOG"]]:
-                _k.run_chunk_parallel(*args)
-            else:
-                _k.run_chunk(*args)
+        traffic = _k.Traffic(gdest, gsize, gkind, ready_arr)
+        args = (self.p, self.groups, traffic, self.state, self.departure_log)
+        if self.parallel and B >= 4 and not self.p[_k.P["LOG"]]:
+            _k.run_chunk_parallel(*args)
         else:
-            from .vkernel import run_chunk_numpy
-            run_chunk_numpy(*args)
+            _k.run_chunk(*args)
         self.t += C
         if self.log["n"][0] > self.log_capacity and self.p[_k.P["LOG"]]:
             raise RuntimeError(f"departure log overflow: {int(self.log['n'][0])} > "

@@ -1,9 +1,12 @@
 """The cycle kernel: one switch plus its links, every rule of docs/switch.md, per cycle.
 
-Written as plain scalar loops over ``(batch point, cycle, port)`` so that numba compiles
-it when installed (:data:`HAVE_NUMBA`); :mod:`fusionfabric.sim.fabric.vkernel` is the numpy-vectorized
-equivalent used without numba. Both are driven by :class:`fusionfabric.sim.fabric.engine.Fabric`,
-which owns the arrays; the two must agree bit for bit (tests/test_model_engine.py).
+Written as plain scalar loops over ``(batch point, cycle, port)`` and compiled by numba
+(``njit(cache=True)``; batch points on threads with ``prange`` when no departure log is
+kept). :class:`fusionfabric.sim.fabric.engine.Fabric` owns the arrays and passes them as four
+named tuples of arrays: :class:`Groups` (the multicast table), :class:`Traffic` (one chunk of
+created packets and the output-ready pattern), :class:`State` (every register of the
+switches, links and source queues, and the statistics) and :class:`Log` (the departure log).
+The field lists below are the kernel's one signature.
 
 Order of evaluation inside cycle ``t`` (every decision reads the state at the start of t;
 writes take effect for t+1, as in the RTL):
@@ -27,21 +30,13 @@ writes take effect for t+1, as in the RTL):
 
 from __future__ import annotations
 
-import os
+from collections import namedtuple
 
+import numba
 import numpy as np
 
-try:  # numba is optional: the numpy kernel (vkernel) is the fallback
-    if os.environ.get("FF_NO_NUMBA"):      # FF_NO_NUMBA=1: behave as if not installed
-        raise ImportError("FF_NO_NUMBA is set")
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - depends on the environment
-    numba = None
-    HAVE_NUMBA = False
-
-__all__ = ["HAVE_NUMBA", "run_chunk", "P", "S", "INFO", "pack_info"]
+__all__ = ["run_chunk", "run_chunk_parallel", "P", "S", "INFO", "pack_info", "Groups",
+           "Traffic", "State", "Log"]
 
 # integer parameters, packed in one int64 array (index names)
 P = {name: k for k, name in enumerate((
@@ -82,18 +77,35 @@ for _i in range(64):
     _DB_TABLE[((1 << _i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58] = _i
 
 
-def _point(b, p, members, gvalid,
-            gdest, gsize, gkind, ready,
-            q_gen, q_info, q_head, q_cnt, ne, done, hdone,
-            ob_gen, ob_info, ob_src, ob_head, ob_cnt,
-            credit, lock, gptr, aptr,
-            sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt, sq_flit,
-            seq_next,
-            lp_valid, lp_gen, lp_info, tcred, cr_ret,
-            rx_gen, rx_info, rx_head, rx_cnt,
-            ecred, ecr_ret,
-            st, hist, latmax,
-            log_t, log_o, log_src, log_info, log_b, log_n):
+#: The multicast group table (static for a run): ``members[g, o]``, ``gvalid[g]``.
+Groups = namedtuple("Groups", ("members", "gvalid"))
+#: One chunk of ``C`` cycles, arrays ``(batch, C, n_ports)``: packets created (destination,
+#: size in flits (0: none), kind) and the ``o_port`` ready pattern (``(1, 1, 1)`` when the
+#: parameter ``USE_READY`` is 0).
+Traffic = namedtuple("Traffic", ("gdest", "gsize", "gkind", "ready"))
+#: Every register of ``batch`` switches with their links, by block (leading axis: batch):
+#: VOQs ``q_*`` (FIFO mode: one queue, ``hdone`` the multicast copies written), their
+#: non-empty bits ``ne[b, o, word]`` per output, the ingress multicast progress ``done``;
+#: output buffers ``ob_*``, switch credits ``credit``, the unicast packet ``lock`` per output,
+#: the iSLIP pointers ``gptr``/``aptr``; source queues ``sq_*`` and ``seq_next``; the link:
+#: delay line ``lp_*``, link credits ``tcred`` with their return ring ``cr_ret``, receive FIFO
+#: ``rx_*``, egress credits ``ecred`` with ``ecr_ret``; statistics ``st[b, port, S[...]]``,
+#: the latency histogram ``hist`` and the largest latency ``latmax``.
+State = namedtuple("State", (
+    "q_gen", "q_info", "q_head", "q_cnt", "ne", "done", "hdone",
+    "ob_gen", "ob_info", "ob_src", "ob_head", "ob_cnt", "credit", "lock", "gptr", "aptr",
+    "sq_dest", "sq_size", "sq_kind", "sq_gen", "sq_seq", "sq_head", "sq_cnt", "sq_flit",
+    "seq_next",
+    "lp_valid", "lp_gen", "lp_info", "tcred", "cr_ret", "rx_gen", "rx_info", "rx_head",
+    "rx_cnt", "ecred", "ecr_ret",
+    "st", "hist", "latmax"))
+#: Departure log: cycle, output, source port, flit info word and batch point per entry;
+#: ``n[0]`` counts entries (also beyond the capacity, to detect an overflow).
+Log = namedtuple("Log", ("t", "o", "src", "info", "b", "n"))
+
+
+def _point(b, p, groups, traffic, state, log):
+    """Cycles ``T0 .. T0 + C - 1`` of batch point ``b``."""
     N = p[0]
     FIFO = p[1]
     CAP = p[2]
@@ -114,9 +126,9 @@ def _point(b, p, members, gvalid,
     LP = L + 1           # flit delay line slots
     CR = L + 2           # link credit return ring
     ER = 2 * L + 2       # egress credit return ring
-    logcap = log_t.shape[0]
+    logcap = log.t.shape[0]
 
-    W = ne.shape[2]
+    W = state.ne.shape[2]
     ONE = np.uint64(1)
     ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -140,36 +152,36 @@ def _point(b, p, members, gvalid,
 
             # ---- 1. traffic --------------------------------------------------------
             for i in range(N):
-                sz = gsize[b, c, i]
+                sz = traffic.gsize[b, c, i]
                 if sz <= 0:
                     continue
-                d = gdest[b, c, i]
-                kd = gkind[b, c, i]
+                d = traffic.gdest[b, c, i]
+                kd = traffic.gkind[b, c, i]
                 copies = 1
                 if kd == 1:
                     copies = 0
-                    if d < G and gvalid[d]:
+                    if d < G and groups.gvalid[d]:
                         for o in range(N):
-                            if members[d, o]:
+                            if groups.members[d, o]:
                                 copies += 1
                 if in_window:
-                    st[b, i, 7] += sz
-                    st[b, i, 8] += 1
-                    st[b, i, 14] += copies
-                if sq_cnt[b, i] >= SQ:
-                    st[b, i, 10] += 1
-                    st[b, i, 11] += sz
+                    state.st[b, i, 7] += sz
+                    state.st[b, i, 8] += 1
+                    state.st[b, i, 14] += copies
+                if state.sq_cnt[b, i] >= SQ:
+                    state.st[b, i, 10] += 1
+                    state.st[b, i, 11] += sz
                     continue
-                slot = sq_head[b, i] + sq_cnt[b, i]
+                slot = state.sq_head[b, i] + state.sq_cnt[b, i]
                 if slot >= SQ:
                     slot -= SQ
-                sq_dest[b, i, slot] = d
-                sq_size[b, i, slot] = sz
-                sq_kind[b, i, slot] = kd
-                sq_gen[b, i, slot] = t
-                sq_seq[b, i, slot] = seq_next[b, i]
-                seq_next[b, i] += 1
-                sq_cnt[b, i] += 1
+                state.sq_dest[b, i, slot] = d
+                state.sq_size[b, i, slot] = sz
+                state.sq_kind[b, i, slot] = kd
+                state.sq_gen[b, i, slot] = t
+                state.sq_seq[b, i, slot] = state.seq_next[b, i]
+                state.seq_next[b, i] += 1
+                state.sq_cnt[b, i] += 1
 
             # ---- 2. link, sender side ----------------------------------------------
             r_cr = t % CR
@@ -180,84 +192,84 @@ def _point(b, p, members, gvalid,
             r_cr_ret = (t + L + 1) % CR
             for i in range(N):
                 r = r_cr
-                tcred[b, i] += cr_ret[b, i, r]
-                cr_ret[b, i, r] = 0
-                if sq_cnt[b, i] > 0 and tcred[b, i] > 0 and not framing:
-                    h = sq_head[b, i]
-                    fl = sq_flit[b, i]
-                    sz = sq_size[b, i, h]
+                state.tcred[b, i] += state.cr_ret[b, i, r]
+                state.cr_ret[b, i, r] = 0
+                if state.sq_cnt[b, i] > 0 and state.tcred[b, i] > 0 and not framing:
+                    h = state.sq_head[b, i]
+                    fl = state.sq_flit[b, i]
+                    sz = state.sq_size[b, i, h]
                     first = 1 if fl == 0 else 0
                     last = 1 if fl == sz - 1 else 0
-                    info = ((sq_seq[b, i, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
+                    info = ((state.sq_seq[b, i, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
                             | (first << 44) | (last << 45)
-                            | ((sq_kind[b, i, h] & 3) << 46)
-                            | ((sq_dest[b, i, h] & 0xFF) << 48))
+                            | ((state.sq_kind[b, i, h] & 3) << 46)
+                            | ((state.sq_dest[b, i, h] & 0xFF) << 48))
                     s = s_send
-                    lp_valid[b, i, s] = True
-                    lp_gen[b, i, s] = sq_gen[b, i, h]
-                    lp_info[b, i, s] = info
-                    tcred[b, i] -= 1
+                    state.lp_valid[b, i, s] = True
+                    state.lp_gen[b, i, s] = state.sq_gen[b, i, h]
+                    state.lp_info[b, i, s] = info
+                    state.tcred[b, i] -= 1
                     if in_window:
-                        st[b, i, 15] += 1
+                        state.st[b, i, 15] += 1
                     if last == 1:
-                        sq_flit[b, i] = 0
-                        sq_head[b, i] = h + 1 if h + 1 < SQ else 0
-                        sq_cnt[b, i] -= 1
+                        state.sq_flit[b, i] = 0
+                        state.sq_head[b, i] = h + 1 if h + 1 < SQ else 0
+                        state.sq_cnt[b, i] -= 1
                     else:
-                        sq_flit[b, i] = fl + 1
+                        state.sq_flit[b, i] = fl + 1
                 s = s_arr
-                if lp_valid[b, i, s]:
-                    lp_valid[b, i, s] = False
-                    w = rx_head[b, i] + rx_cnt[b, i]
+                if state.lp_valid[b, i, s]:
+                    state.lp_valid[b, i, s] = False
+                    w = state.rx_head[b, i] + state.rx_cnt[b, i]
                     if w >= K:
                         w -= K
-                    rx_gen[b, i, w] = lp_gen[b, i, s]
-                    rx_info[b, i, w] = lp_info[b, i, s]
-                    rx_cnt[b, i] += 1
+                    state.rx_gen[b, i, w] = state.lp_gen[b, i, s]
+                    state.rx_info[b, i, w] = state.lp_info[b, i, s]
+                    state.rx_cnt[b, i] += 1
 
             # ---- 3. output stage ---------------------------------------------------
             for o in range(N):
                 cred_inc[o] = 0
                 r = r_er
-                ecred[b, o] += ecr_ret[b, o, r]
-                ecr_ret[b, o, r] = 0
-                if ob_cnt[b, o] == 0:
+                state.ecred[b, o] += state.ecr_ret[b, o, r]
+                state.ecr_ret[b, o, r] = 0
+                if state.ob_cnt[b, o] == 0:
                     continue
-                rdy = ecred[b, o] > 0 and not framing
-                if USE_READY and not ready[b, c, o]:
+                rdy = state.ecred[b, o] > 0 and not framing
+                if USE_READY and not traffic.ready[b, c, o]:
                     rdy = False
                 if not rdy:
-                    st[b, o, 3] += 1
+                    state.st[b, o, 3] += 1
                     continue
-                h = ob_head[b, o]
-                gen = ob_gen[b, o, h]
-                info = ob_info[b, o, h]
-                src = ob_src[b, o, h]
-                ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
-                ob_cnt[b, o] -= 1
+                h = state.ob_head[b, o]
+                gen = state.ob_gen[b, o, h]
+                info = state.ob_info[b, o, h]
+                src = state.ob_src[b, o, h]
+                state.ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
+                state.ob_cnt[b, o] -= 1
                 cred_inc[o] = 1
-                st[b, o, 1] += 1
-                ecred[b, o] -= 1
-                ecr_ret[b, o, r_er_ret] += 1
+                state.st[b, o, 1] += 1
+                state.ecred[b, o] -= 1
+                state.ecr_ret[b, o, r_er_ret] += 1
                 td = t + L
                 if td >= W0 and td < W1:
-                    st[b, o, 9] += 1
+                    state.st[b, o, 9] += 1
                 if (info >> 45) & 1 and gen >= W0 and gen < W1:
                     lat = td - gen
-                    st[b, o, 12] += lat
-                    st[b, o, 13] += 1
-                    hist[b, min(lat, H - 1)] += 1
-                    if lat > latmax[b]:
-                        latmax[b] = lat
+                    state.st[b, o, 12] += lat
+                    state.st[b, o, 13] += 1
+                    state.hist[b, min(lat, H - 1)] += 1
+                    if lat > state.latmax[b]:
+                        state.latmax[b] = lat
                 if LOG:
-                    k = log_n[0]
+                    k = log.n[0]
                     if k < logcap:
-                        log_t[k] = t
-                        log_o[k] = o
-                        log_src[k] = src
-                        log_info[k] = info
-                        log_b[k] = b
-                    log_n[0] = k + 1
+                        log.t[k] = t
+                        log.o[k] = o
+                        log.src[k] = src
+                        log.info[k] = info
+                        log.b[k] = b
+                    log.n[0] = k + 1
 
             # ---- 4. allocator --------------------------------------------------------
             for i in range(N):
@@ -273,8 +285,8 @@ def _point(b, p, members, gvalid,
                         rb[o, w] = 0
                 for i in range(N):
                     head_dest[i] = -1
-                    if q_cnt[b, i, 0] > 0:
-                        info = q_info[b, i, 0, q_head[b, i, 0]]
+                    if state.q_cnt[b, i, 0] > 0:
+                        info = state.q_info[b, i, 0, state.q_head[b, i, 0]]
                         head_kind[i] = (info >> 46) & 3
                         head_dest[i] = (info >> 48) & 0xFF
                         bit = ONE << np.uint64(i & 63)
@@ -282,29 +294,29 @@ def _point(b, p, members, gvalid,
                             rb[head_dest[i], i >> 6] |= bit
                         else:
                             for o in range(N):
-                                if members[head_dest[i], o] and not hdone[b, i, o]:
+                                if groups.members[head_dest[i], o] and not state.hdone[b, i, o]:
                                     rb[o, i >> 6] |= bit
             for rnd in range(ITERS):
                 any_grant = False
                 for o in range(N):
                     grant[o] = -1
-                    if matched_out[o] >= 0 or credit[b, o] <= 0:
+                    if matched_out[o] >= 0 or state.credit[b, o] <= 0:
                         continue
-                    lk = lock[b, o]
+                    lk = state.lock[b, o]
                     if lk >= 0:
-                        word = rb[o, lk >> 6] if FIFO else ne[b, o, lk >> 6]
+                        word = rb[o, lk >> 6] if FIFO else state.ne[b, o, lk >> 6]
                         if (word >> np.uint64(lk & 63)) & ONE and matched_in[lk] < 0:
                             grant[o] = lk
                             any_grant = True
                         continue
-                    g0 = gptr[b, o]
+                    g0 = state.gptr[b, o]
                     w0 = g0 >> 6
                     sel = -1
                     for k in range(W + 1):
                         w = w0 + k
                         if w >= W:
                             w -= W
-                        x = (rb[o, w] if FIFO else ne[b, o, w]) & freeb[w]
+                        x = (rb[o, w] if FIFO else state.ne[b, o, w]) & freeb[w]
                         if k == 0:
                             x &= ALL << np.uint64(g0 & 63)
                         if x != 0:
@@ -322,7 +334,7 @@ def _point(b, p, members, gvalid,
                 for o in range(N):
                     i = grant[o]
                     if i >= 0:
-                        d = o - aptr[b, i]
+                        d = o - state.aptr[b, i]
                         if d < 0:
                             d += N
                         if d < bestd[i]:
@@ -335,86 +347,86 @@ def _point(b, p, members, gvalid,
                         matched_out[o] = i
                         freeb[i >> 6] &= ~(ONE << np.uint64(i & 63))
                         if rnd == 0:
-                            aptr[b, i] = o + 1 if o + 1 < N else 0
-                            gptr[b, o] = i + 1 if i + 1 < N else 0
+                            state.aptr[b, i] = o + 1 if o + 1 < N else 0
+                            state.gptr[b, o] = i + 1 if i + 1 < N else 0
             # transfers
             for i in range(N):
                 o = matched_in[i]
                 if o < 0:
                     continue
                 q = 0 if FIFO else o
-                h = q_head[b, i, q]
-                gen = q_gen[b, i, q, h]
-                info = q_info[b, i, q, h]
-                w = ob_head[b, o] + ob_cnt[b, o]
+                h = state.q_head[b, i, q]
+                gen = state.q_gen[b, i, q, h]
+                info = state.q_info[b, i, q, h]
+                w = state.ob_head[b, o] + state.ob_cnt[b, o]
                 if w >= OUT_DEPTH:
                     w -= OUT_DEPTH
-                ob_gen[b, o, w] = gen
-                ob_info[b, o, w] = info
-                ob_src[b, o, w] = i
-                ob_cnt[b, o] += 1
-                credit[b, o] -= 1
+                state.ob_gen[b, o, w] = gen
+                state.ob_info[b, o, w] = info
+                state.ob_src[b, o, w] = i
+                state.ob_cnt[b, o] += 1
+                state.credit[b, o] -= 1
                 if ((info >> 46) & 3) == 0:
-                    lock[b, o] = -1 if (info >> 45) & 1 else i
+                    state.lock[b, o] = -1 if (info >> 45) & 1 else i
                 pop = True
                 if FIFO:
                     hd = head_dest[i]
                     if head_kind[i] != 0:
-                        hdone[b, i, o] = True
+                        state.hdone[b, i, o] = True
                         for o2 in range(N):
-                            if members[hd, o2] and not hdone[b, i, o2]:
+                            if groups.members[hd, o2] and not state.hdone[b, i, o2]:
                                 pop = False
                                 break
                         if pop:
                             for o2 in range(N):
-                                hdone[b, i, o2] = False
+                                state.hdone[b, i, o2] = False
                 if pop:
-                    q_head[b, i, q] = h + 1 if h + 1 < CAP else 0
-                    q_cnt[b, i, q] -= 1
+                    state.q_head[b, i, q] = h + 1 if h + 1 < CAP else 0
+                    state.q_cnt[b, i, q] -= 1
                     popped[i] = q
-                    if not FIFO and q_cnt[b, i, q] == 0:
-                        ne[b, o, i >> 6] &= ~(ONE << np.uint64(i & 63))
+                    if not FIFO and state.q_cnt[b, i, q] == 0:
+                        state.ne[b, o, i >> 6] &= ~(ONE << np.uint64(i & 63))
 
             # ---- 5. ingress ------------------------------------------------------------
             for i in range(N):
-                if rx_cnt[b, i] == 0:
+                if state.rx_cnt[b, i] == 0:
                     continue
-                h = rx_head[b, i]
-                info = rx_info[b, i, h]
+                h = state.rx_head[b, i]
+                info = state.rx_info[b, i, h]
                 kd = (info >> 46) & 3
                 d = (info >> 48) & 0xFF
                 rdy = False
                 if kd == 0:
                     if d >= N:
-                        st[b, i, 4] += 1
+                        state.st[b, i, 4] += 1
                         rdy = True
                         drop = True
                     else:
                         drop = False
                 elif kd == 1:
                     drop = True
-                    if d < G and gvalid[d]:
+                    if d < G and groups.gvalid[d]:
                         for o in range(N):
-                            if members[d, o]:
+                            if groups.members[d, o]:
                                 drop = False
                                 break
                     if drop:
-                        st[b, i, 5] += 1
+                        state.st[b, i, 5] += 1
                         rdy = True
                 else:
-                    st[b, i, 6] += 1
+                    state.st[b, i, 6] += 1
                     rdy = True
                     drop = True
                 if not drop:
                     if FIFO:
-                        cnt0 = q_cnt[b, i, 0] + (1 if popped[i] == 0 else 0)
+                        cnt0 = state.q_cnt[b, i, 0] + (1 if popped[i] == 0 else 0)
                         if cnt0 < CAP:
-                            w = q_head[b, i, 0] + q_cnt[b, i, 0]
+                            w = state.q_head[b, i, 0] + state.q_cnt[b, i, 0]
                             if w >= CAP:
                                 w -= CAP
-                            q_gen[b, i, 0, w] = rx_gen[b, i, h]
-                            q_info[b, i, 0, w] = info
-                            q_cnt[b, i, 0] += 1
+                            state.q_gen[b, i, 0, w] = state.rx_gen[b, i, h]
+                            state.q_info[b, i, 0, w] = info
+                            state.q_cnt[b, i, 0] += 1
                             rdy = True
                     else:
                         if kd == 0:
@@ -424,89 +436,69 @@ def _point(b, p, members, gvalid,
                             target = -1
                             lastcopy = True
                             for o in range(N):
-                                if members[d, o] and not done[b, i, o]:
+                                if groups.members[d, o] and not state.done[b, i, o]:
                                     if target < 0:
                                         target = o
                                     else:
                                         lastcopy = False
                                         break
-                        cnt0 = q_cnt[b, i, target] + (1 if popped[i] == target else 0)
+                        cnt0 = state.q_cnt[b, i, target] + (1 if popped[i] == target else 0)
                         if cnt0 < CAP:
-                            w = q_head[b, i, target] + q_cnt[b, i, target]
+                            w = state.q_head[b, i, target] + state.q_cnt[b, i, target]
                             if w >= CAP:
                                 w -= CAP
-                            q_gen[b, i, target, w] = rx_gen[b, i, h]
-                            q_info[b, i, target, w] = info
-                            if q_cnt[b, i, target] == 0:
-                                ne[b, target, i >> 6] |= ONE << np.uint64(i & 63)
-                            q_cnt[b, i, target] += 1
+                            state.q_gen[b, i, target, w] = state.rx_gen[b, i, h]
+                            state.q_info[b, i, target, w] = info
+                            if state.q_cnt[b, i, target] == 0:
+                                state.ne[b, target, i >> 6] |= ONE << np.uint64(i & 63)
+                            state.q_cnt[b, i, target] += 1
                             if lastcopy:
                                 rdy = True
                                 if kd != 0:
                                     for o in range(N):
-                                        done[b, i, o] = False
+                                        state.done[b, i, o] = False
                             else:
-                                done[b, i, target] = True
+                                state.done[b, i, target] = True
                     if rdy:
-                        st[b, i, 0] += 1
+                        state.st[b, i, 0] += 1
                 if rdy:
-                    rx_head[b, i] = h + 1 if h + 1 < K else 0
-                    rx_cnt[b, i] -= 1
-                    cr_ret[b, i, r_cr_ret] += 1
+                    state.rx_head[b, i] = h + 1 if h + 1 < K else 0
+                    state.rx_cnt[b, i] -= 1
+                    state.cr_ret[b, i, r_cr_ret] += 1
                 else:
-                    st[b, i, 2] += 1
+                    state.st[b, i, 2] += 1
 
             # ---- 6. credits ------------------------------------------------------------
             for o in range(N):
-                credit[b, o] += cred_inc[o]
+                state.credit[b, o] += cred_inc[o]
     return 0
 
 
-def _kernel(p, members, gvalid, gdest, gsize, gkind, ready, q_gen, q_info, q_head, q_cnt, ne,
-            done, hdone, ob_gen, ob_info, ob_src, ob_head, ob_cnt, credit, lock, gptr, aptr,
-            sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt, sq_flit, seq_next,
-            lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head, rx_cnt, ecred,
-            ecr_ret, st, hist, latmax, log_t, log_o, log_src, log_info, log_b, log_n):
-    """All batch points, one after the other (the plain-Python reference entry point)."""
-    for b in range(gdest.shape[0]):
-        _point(b, p, members, gvalid, gdest, gsize, gkind, ready, q_gen, q_info, q_head, q_cnt, ne,
-            done, hdone, ob_gen, ob_info, ob_src, ob_head, ob_cnt, credit, lock, gptr, aptr,
-            sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt, sq_flit, seq_next,
-            lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head, rx_cnt, ecred,
-            ecr_ret, st, hist, latmax, log_t, log_o, log_src, log_info, log_b, log_n)
+def _kernel(p, groups, traffic, state, log):
+    """All batch points, one after the other."""
+    for b in range(traffic.gdest.shape[0]):
+        _point(b, p, groups, traffic, state, log)
     return 0
 
 
-def _kernel_threads(p, members, gvalid, gdest, gsize, gkind, ready, q_gen, q_info, q_head, q_cnt,
-                    ne, done, hdone, ob_gen, ob_info, ob_src, ob_head, ob_cnt, credit, lock, gptr,
-                    aptr, sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt, sq_flit,
-                    seq_next, lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head,
-                    rx_cnt, ecred, ecr_ret, st, hist, latmax, log_t, log_o, log_src, log_info,
-                    log_b, log_n):
+def _kernel_threads(p, groups, traffic, state, log):
     """All batch points on numba threads (``prange``); only without the departure log,
     whose counter is shared."""
-    for b in _prange(gdest.shape[0]):
-        _point(b, p, members, gvalid, gdest, gsize, gkind, ready, q_gen, q_info, q_head, q_cnt, ne,
-            done, hdone, ob_gen, ob_info, ob_src, ob_head, ob_cnt, credit, lock, gptr, aptr,
-            sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt, sq_flit, seq_next,
-            lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head, rx_cnt, ecred,
-            ecr_ret, st, hist, latmax, log_t, log_o, log_src, log_info, log_b, log_n)
+    for b in numba.prange(traffic.gdest.shape[0]):
+        _point(b, p, groups, traffic, state, log)
     return 0
 
 
-_prange = range
+_jit = dict(cache=True, nogil=True, error_model="numpy")
+_point = numba.njit(**_jit)(_point)
+#: ``run_chunk(p, groups, traffic, state, log)``: advance ``p[P["C"]]`` cycles.
+run_chunk = numba.njit(**_jit)(_kernel)
+_threads = None
 
-if HAVE_NUMBA:
-    _jit = dict(cache=True, nogil=True, error_model="numpy")
-    _point = numba.njit(**_jit)(_point)
-    run_chunk = numba.njit(**_jit)(_kernel)
-    _prange = numba.prange
-    _threads = None
 
-    def run_chunk_parallel(*args):
-        global _threads
-        if _threads is None:
-            _threads = numba.njit(parallel=True, **_jit)(_kernel_threads)
-        return _threads(*args)
-else:  # pragma: no cover
-    run_chunk = run_chunk_parallel = None
+def run_chunk_parallel(p, groups, traffic, state, log):
+    """:func:`run_chunk` with the batch points on threads (compiled on first use)."""
+    global _threads
+    if _threads is None:
+        _threads = numba.njit(parallel=True, **_jit)(_kernel_threads)
+    return _threads(p, groups, traffic, state, log)

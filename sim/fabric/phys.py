@@ -7,10 +7,11 @@ block in 16,384 per lane) take their share; what is left carries flits of ``flit
 on the wire, of which ``payload_bytes`` are payload (a packet's header flits, if any, are
 counted by the traffic's packet size, see :func:`packet_efficiency`).
 
-Defaults (public NVLink 6 figures, see /work/shared/FACTS.md): 36 lanes x 400 Gb/s per
-direction = 1.8 TB/s per direction = **3.6 TB/s per accelerator**, and 72 accelerators =
-**259.2 TB/s per rack** (the announcement's "260 TB/s"). The announced figures are
-signalling rates; with ``encoding="none"`` the model reports against them directly.
+Defaults (public NVLink 6 figures of the AWS and NVIDIA announcement, re:Invent 2025:
+3.6 TB/s per ASIC, 72 ASICs, 400G SerDes): 36 lanes x 400 Gb/s per direction = 1.8 TB/s
+per direction = **3.6 TB/s per accelerator**, and 72 accelerators = **259.2 TB/s per
+rack** (the announcement's "260 TB/s"). The announced figures are signalling rates; with
+``encoding="none"`` the model reports against them directly.
 """
 
 from __future__ import annotations

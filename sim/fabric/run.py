@@ -30,8 +30,8 @@ def _progress(total: int, enabled: bool | None):
 def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -> dict:
     """Simulate every (load, seed index) point of ``cfg`` together; return the results.
 
-    The result holds the configuration, the seed, the engine, wall time, simulated
-    cycles and sweep-point-cycles per second, one dict per point (see
+    The result holds the configuration, the seed, the kernel (``engine``: numba), wall
+    time, simulated cycles and sweep-point-cycles per second, one dict per point (see
     :mod:`fusionfabric.sim.fabric.stats`) and the saturation summary.
     """
     sw, run, tr = cfg.switch, cfg.run, cfg.traffic
@@ -45,8 +45,7 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
     trace = load_trace(tr.trace_file, n) if tr.pattern == "trace" else None
     gens = [make_generator(tr, n, load, point_rng(run.seed, k, load), trace=trace)
             for load, k in points]
-    fab = Fabric(sw, cfg.link, B, window=(w0, w1), src_queue=run.src_queue, log=log,
-                 engine=run.engine)
+    fab = Fabric(sw, cfg.link, B, window=(w0, w1), src_queue=run.src_queue, log=log)
     bar = _progress(w1 + drain, progress)
     t0 = time.perf_counter()
     t = 0
@@ -77,7 +76,7 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
     return {
         "config": cfg.as_dict(),
         "seed": run.seed,
-        "engine": fab.engine,
+        "engine": "numba",
         "iterations": fab.iterations,
         "window": [w0, w1],
         "cycles_simulated": t,
