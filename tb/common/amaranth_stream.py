@@ -1,0 +1,202 @@
+"""Ready/valid stream driver and receiver for the Amaranth simulator (async testbenches).
+
+The cocotb side has :mod:`.stream`; this module is its counterpart for unit tests that run
+a component in ``amaranth.sim`` directly. Both follow the ``amaranth.lib.stream`` rules: a
+source raises ``valid`` without waiting for ``ready`` and holds the payload until the beat
+is taken; a beat transfers on a clock edge where ``valid`` and ``ready`` are both high.
+
+- :class:`StreamSender` sends payloads on a stream input, with a random idle cycle
+  (``valid`` low) before each beat with probability ``idle``.
+- :class:`StreamReceiver` takes a number of beats from a stream output, holding ``ready``
+  low in a cycle with probability ``backpressure``; it fails a run that stalls.
+- :func:`run_stream` wires one of each around a component and returns what came out.
+
+Every random choice comes from a ``numpy.random.Generator`` made from a seed; the seed is
+in every failure message. Payloads are integers (the flat bits of the payload, as
+``Value.cast(port.payload)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Value
+
+__all__ = ["StreamSender", "StreamReceiver", "StreamStall", "run_stream", "make_rng"]
+
+
+class StreamStall(AssertionError):
+    """A receiver waited ``max_cycles`` without getting all its beats."""
+
+
+def make_rng(seed) -> tuple[np.random.Generator, object]:
+    """``(rng, seed)`` from an int or sequence seed; a Generator is used as is (its seed
+    is then reported as ``"given rng"``)."""
+    if isinstance(seed, np.random.Generator):
+        return seed, "given rng"
+    if seed is None:
+        raise TypeError("seed must be an int, a sequence of ints or a numpy Generator, "
+                        "not None (every random stream is seeded)")
+    return np.random.default_rng(seed), seed
+
+
+def _check_probability(name: str, p: float) -> float:
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"{name}={p!r} must be in [0, 1)")
+    return float(p)
+
+
+class StreamSender:
+    """Sends payloads on a stream input (``valid``, ``ready``, ``payload``).
+
+    Parameters
+    ----------
+    port : amaranth.lib.stream.Interface
+        The component's stream input (e.g. ``dut.i_data``).
+    payloads : iterable of int
+        The beats, in order.
+    seed : int, sequence of int or numpy.random.Generator
+        Seed of the idle pattern.
+    idle : float
+        Probability of an idle cycle (``valid`` low) before each beat; it repeats, so a
+        beat waits a geometric number of cycles. 0 gives one beat per cycle.
+
+    Members
+    -------
+    sent : list of int
+        The beats taken by the component so far.
+    cycles : int
+        Clock edges this sender has waited.
+    """
+
+    def __init__(self, port, payloads, *, seed=0, idle: float = 0.0):
+        self.port = port
+        self.payloads = list(payloads)
+        self.rng, self.seed = make_rng(seed)
+        self.idle = _check_probability("idle", idle)
+        self.sent: list[int] = []
+        self.cycles = 0
+
+    async def run(self, ctx):
+        """The testbench coroutine: ``sim.add_testbench(sender.run, background=True)``."""
+        payload = Value.cast(self.port.payload)
+        for word in self.payloads:
+            while self.idle and self.rng.random() < self.idle:
+                ctx.set(self.port.valid, 0)
+                await ctx.tick()
+                self.cycles += 1
+            ctx.set(payload, word)
+            ctx.set(self.port.valid, 1)
+            while True:
+                _, _, taken = await ctx.tick().sample(self.port.ready)
+                self.cycles += 1
+                if taken:
+                    break
+            self.sent.append(int(word))
+        ctx.set(self.port.valid, 0)
+
+
+class StreamReceiver:
+    """Takes ``count`` beats from a stream output, with random backpressure.
+
+    Parameters
+    ----------
+    port : amaranth.lib.stream.Interface
+        The component's stream output (e.g. ``dut.o_data``).
+    count : int
+        Beats to receive.
+    seed : int, sequence of int or numpy.random.Generator
+        Seed of the backpressure pattern.
+    backpressure : float
+        Probability of ``ready`` low in a cycle. 0 keeps ``ready`` high.
+    max_cycles : int
+        Cycles without all beats after which the run fails with :class:`StreamStall`.
+    quiet_cycles : int
+        After the last beat, cycles with ``ready`` high in which no further beat may
+        appear (0: no check).
+
+    Members
+    -------
+    received : list of int
+        The beats taken so far.
+    cycles : list of int
+        Cycle (counted from this receiver's start) of each beat.
+    """
+
+    def __init__(self, port, count: int, *, seed=0, backpressure: float = 0.0,
+                 max_cycles: int = 100_000, quiet_cycles: int = 0):
+        if count < 0:
+            raise ValueError(f"count={count!r} must be >= 0")
+        self.port = port
+        self.count = count
+        self.rng, self.seed = make_rng(seed)
+        self.backpressure = _check_probability("backpressure", backpressure)
+        self.max_cycles = max_cycles
+        self.quiet_cycles = quiet_cycles
+        self.received: list[int] = []
+        self.cycles: list[int] = []
+
+    async def run(self, ctx):
+        """The testbench coroutine: ``sim.add_testbench(receiver.run)``."""
+        payload = Value.cast(self.port.payload)
+        cycle = 0
+        while len(self.received) < self.count:
+            if cycle >= self.max_cycles:
+                raise StreamStall(f"stream stalled: {len(self.received)} of {self.count} "
+                                  f"beats after {cycle} cycles (seed {self.seed})")
+            ready = int(not (self.backpressure and self.rng.random() < self.backpressure))
+            ctx.set(self.port.ready, ready)
+            _, _, valid, word = await ctx.tick().sample(self.port.valid, payload)
+            if valid and ready:
+                self.received.append(int(word))
+                self.cycles.append(cycle)
+            cycle += 1
+        ctx.set(self.port.ready, 1)
+        for _ in range(self.quiet_cycles):
+            _, _, valid = await ctx.tick().sample(self.port.valid)
+            if valid:
+                raise AssertionError(f"extra beat after the expected {self.count} "
+                                     f"(seed {self.seed})")
+
+
+def run_stream(dut, i_port, o_port, payloads, count: int, *, seed=0, idle: float = 0.0,
+               backpressure: float = 0.0, max_cycles: int = 100_000, quiet_cycles: int = 5,
+               extra=(), probes=None) -> list[int]:
+    """Send ``payloads`` into ``i_port`` and return the ``count`` beats of ``o_port``.
+
+    ``i_port``/``o_port`` are stream interfaces of ``dut`` or their attribute names. The
+    sender and the receiver draw from two streams of one seed (``[seed, 0]`` and
+    ``[seed, 1]``). ``extra``: more testbench coroutines run in the background (e.g. a
+    second sender). ``probes``: ``{name: signal}``, filled with the values at the end.
+    """
+    from amaranth.sim import Simulator
+
+    if isinstance(i_port, str):
+        i_port = getattr(dut, i_port)
+    if isinstance(o_port, str):
+        o_port = getattr(dut, o_port)
+    if isinstance(seed, np.random.Generator):
+        s_seed = r_seed = seed
+    else:
+        if seed is None:
+            make_rng(seed)
+        base = list(seed) if isinstance(seed, (list, tuple)) else [seed]
+        s_seed, r_seed = [*base, 0], [*base, 1]
+    sender = StreamSender(i_port, payloads, seed=s_seed, idle=idle)
+    receiver = StreamReceiver(o_port, count, seed=r_seed, backpressure=backpressure,
+                              max_cycles=max_cycles, quiet_cycles=quiet_cycles)
+    if not isinstance(seed, np.random.Generator):
+        sender.seed = receiver.seed = seed     # failures name the seed given here
+
+    async def finish(ctx):
+        await receiver.run(ctx)
+        for key, sig in (probes or {}).items():
+            probes[key] = ctx.get(sig)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(sender.run, background=True)
+    for coro in extra:
+        sim.add_testbench(coro, background=True)
+    sim.add_testbench(finish)
+    sim.run()
+    return receiver.received
