@@ -31,5 +31,5 @@ CASES = [
 def test_rs_decoder_cocotb(P, sim, flags):
     result = runner.run("rs-decoder", "fusionfabric.tb.fec.test_rs", {"P": P, **flags},
                         sim=sim, vpi="top",
-                        test_args={"codewords": 10, "idle": 0.1, "backpressure": 0.1})
+                        test_args={"codewords": 5, "idle": 0.1, "backpressure": 0.1})
     assert [t["status"] for t in result.tests] == ["passed"], result.tests

@@ -141,7 +141,7 @@ def random_words(rng, n_errors):
     return [corrupt(cw, rng.choice(N, ne, replace=False), rng) for cw, ne in zip(cws, n_errors)]
 
 
-@pytest.mark.parametrize("P", [4, 8])
+@pytest.mark.parametrize("P", [4, pytest.param(8, marks=pytest.mark.soak)])
 def test_decoder_error_counts(P):
     """0, 1, 15, 16 and 30 symbol errors back to back at full rate; checks the latency
     formula and that ``ready`` never drops."""
@@ -226,3 +226,42 @@ def test_encoder_planted_fault(monkeypatch):
     got, _ = run_encoder(RsEncoder(4), msgs, seed=seed)
     assert np.array_equal(got[:, :K], want[:, :K])       # the message passes unchanged
     assert not np.array_equal(got[:, K:], want[:, K:])   # the wrong parity is seen
+
+
+@pytest.mark.parametrize("bad", [0, 3, 545, 100])
+def test_bad_symbols_per_beat(bad):
+    with pytest.raises(ValueError, match=f"P={bad} must divide 544"):
+        RsDecoder(bad)
+    with pytest.raises(ValueError, match=f"P={bad} must divide 544"):
+        RsEncoder(bad)
+
+
+def test_decoder_parity_bursts_gaps_backpressure():
+    """Errors only in the parity symbols, bursts across symbol and beat boundaries, idle
+    gaps between codewords and random backpressure at the output, P = 4."""
+    seed, P = 301, 4
+    rng = np.random.default_rng(seed)
+    cws = model.encode(rng.integers(0, 1 << SB, (4, K)))
+    words = [corrupt(cws[0], rng.choice(np.arange(K, N), 15, replace=False), rng),
+             corrupt(cws[1], np.arange(P - 1, P - 1 + 13), rng),      # burst over beats
+             corrupt(cws[2], np.arange(K - 3, K + 12), rng),          # message into parity
+             corrupt(cws[3], np.arange(2, 18), rng)]                  # 16: uncorrectable
+    dut = RsDecoder(P)
+    beats, st = run_decoder(dut, words, gaps=[0, 5, 0, 17], backpressure=0.2, seed=seed)
+    stats = check_decoded(dut, words, beats, seed)
+    assert st["counters"] == stats, f"seed {seed}: counters {st['counters']} model {stats}"
+
+
+@pytest.mark.parametrize("flag", ["bypass_correction", "bypass_indication"])
+def test_decoder_bypass(flag):
+    """Bypass correction: flag only, data unchanged, latency 544/P + 3. Bypass indication:
+    corrected, never flagged, the counter still counts."""
+    seed, P = 400 + len(flag), 8
+    rng = np.random.default_rng(seed)
+    words = random_words(rng, [0, 3, 16])
+    dut = RsDecoder(P, **{flag: True})
+    beats, st = run_decoder(dut, words, seed=seed)
+    stats = check_decoded(dut, words, beats, seed)
+    assert st["counters"] == stats, f"seed {seed}: counters {st['counters']} model {stats}"
+    want = N // P + 3 if flag == "bypass_correction" else N // P + 33
+    assert st["first_out"] - st["first_in"] == dut.latency == want
