@@ -26,9 +26,9 @@ class RiBM(wiring.Component):
     multiplier and one XOR whatever t, so it is chosen over the textbook BM (a division per
     step and a discrepancy sum of t + 1 products) and over Euclid (a degree comparison and a
     division per step). After 2t = 30 iterations ``lambda_i = delta_{t+i}`` (i = 0..15) and
-    ``omega_i = delta_i`` (i = 0..14) hold c Lambda(x) and c x^0..14 coefficients of the
-    modified evaluator, for one non-zero constant c; the Forney step then reads
-    e = X^-30 Omega(X^-1) / (X^-1 Lambda'(X^-1)) (:class:`~.chien.ChienForney`).
+    ``omega_i = delta_i`` (i = 0..14) hold c Lambda(x) and the RiBM's modified error
+    evaluator, for one non-zero constant c; with first root alpha^0 the Forney step then
+    reads e = X^-30 Omega(X^-1) / (X^-1 Lambda'(X^-1)) (:class:`~.chien.ChienForney`).
 
     Members
     -------
