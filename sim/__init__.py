@@ -1,5 +1,5 @@
-"""Pure-numpy golden models, the cycle-level fabric model, traffic, statistics and the CLI.
+"""Pure-numpy golden models, the cycle-level fabric model, traffic, statistics and workloads.
 
-Golden models here never import amaranth or cocotb (the CLI and ``fusionfabric.sim.bitfields`` adapters
-import amaranth lazily, only where a command needs the RTL).
+Nothing here imports amaranth, cocotb or :mod:`fusionfabric.rtl`; the bit layouts and
+constants shared with the RTL come from :mod:`fusionfabric.formats`.
 """

@@ -51,7 +51,7 @@ def test_voq_islip_beats_fifo_and_nears_full_throughput():
 
 
 def test_islip_throughput_rises_with_iterations_and_buffer():
-    """The trend of the FACTS table: at 8 ports, 1 -> 3 iterations and 4 -> 16 -> 64
+    """The trend of a published iSLIP behavioural-model table: at 8 ports, 1 -> 3 iterations and 4 -> 16 -> 64
     flits of buffer each raise the saturation throughput."""
     t = {(d, k): saturation(8, "voq", cycles=10_000, depth=d, iterations=k)
          for d in (4, 16, 64) for k in (1, 3)}

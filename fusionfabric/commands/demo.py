@@ -46,7 +46,7 @@ TB_TESTCASE = "test_workload"
 AMARANTH_RUNNER = ("fusionfabric.tb.fabric.amaranth_fabric", "run_workload")
 SLOT_BYTES = 16
 
-# display name, workload name in sim.workloads
+# display name, workload name in fusionfabric.sim.workloads
 WORKLOAD_ORDER = ("allreduce-switch", "allreduce-ring", "moe-alltoall")
 
 
@@ -54,7 +54,7 @@ def add_arguments(p):
     p.add_argument("--sim", default="verilator",
                    help="RTL simulator: verilator (default), icarus or amaranth")
     p.add_argument("--engine", default="rtl",
-                   help="rtl (the fabric in simulation, default) or ideal (sim.workloads."
+                   help="rtl (the fabric in simulation, default) or ideal (fusionfabric.sim.workloads."
                         "IdealNetwork: pure Python, no faults, seconds)")
     p.add_argument("--endpoints", default="8", help="endpoints = switch ports (default 8)")
     p.add_argument("--elems", default="4096",
@@ -380,7 +380,7 @@ def _table(report, out: Path, plots):
                       "yes" if r["bit_exact"] else ("NO" if st else "run failed"),
                       str(r["seed"])))
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
-    where = ("ideal network (sim.workloads.IdealNetwork)" if report["engine"] == "ideal"
+    where = ("ideal network (fusionfabric.sim.workloads.IdealNetwork)" if report["engine"] == "ideal"
              else f"RTL fabric on {report['sim']}")
     print(f"fusionfabric demo: {report['endpoints']} endpoints, {where}, seed {report['seed']}")
     print()
