@@ -66,3 +66,20 @@ def test_reduce_unit_latency_matches_rtl_formula():
     for n, want in by_hand.items():
         assert reduce_unit_latency(n) == want, n
         assert ReductionUnit(n_ports=n).latency(n) == want, n
+
+def test_fec_profile_rates_by_hand():
+    """256b/257b + RS(544,514) at 400 Gb/s per lane, worked by hand:
+    since 514 = 2 x 257, 256/257 x 514/544 = 512/544 = 16/17 exactly, so a lane carries
+    400 x 16/17 = 376.4706 Gb/s; 36 lanes x 2 directions / 8 bits = 3.38824 TB/s per
+    accelerator; x 72 = 243.953 TB/s; and the signalling that carries 400 Gb/s of data is
+    400 x 17/16 = 425.0 Gb/s (200 x 17/16 = 212.5 Gb/s, the signalling rate of IEEE 802.3's
+    200G lanes with the same code)."""
+    from fusionfabric.sim.fabric.phys import lane_rate_for
+    fec = PhysParams(encoding="256b257b", fec="rs544")
+    r = port_rate(fec)
+    assert r.line_Bps * 8 / 36 / 1e9 == pytest.approx(376.4706, abs=1e-4)
+    assert 2 * r.line_Bps / 1e12 == pytest.approx(3.38824, abs=1e-5)
+    assert 72 * 2 * r.line_Bps / 1e12 == pytest.approx(243.953, abs=1e-3)
+    assert lane_rate_for(400.0, fec) == pytest.approx(425.0, abs=1e-9)
+    assert lane_rate_for(200.0, fec) == pytest.approx(212.5, abs=1e-9)
+    assert port_rate(PhysParams(fec="rs544")).efficiency == pytest.approx(514 / 544)

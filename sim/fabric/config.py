@@ -117,6 +117,8 @@ class PhysParams:
     encoding: str = _f("none", "line code overhead applied to the lane rate",
                        choices=("none", "64b66b", "256b257b"))
     align_markers: bool = _f(False, "IEEE 802.3 cl. 82 markers: 1 block in 16,384 per lane")
+    fec: str = _f("none", "forward error correction overhead (rs544: RS(544,514), "
+                          "514 message symbols per 544)", choices=("none", "rs544"))
     flit_bytes: int = _f(16, "bytes on the wire per flit (header included)", lo=1)
     payload_bytes: int = _f(16, "payload bytes per flit (<= flit_bytes)", lo=1)
     header_flits: int = _f(0, "header flits per packet (NVLink 1: 1 per 16 data flits)",

@@ -7,6 +7,13 @@ block in 16,384 per lane) take their share; what is left carries flits of ``flit
 on the wire, of which ``payload_bytes`` are payload (a packet's header flits, if any, are
 counted by the traffic's packet size, see :func:`packet_efficiency`).
 
+With the FEC profile (``encoding="256b257b"``, ``fec="rs544"``, docs/fec.md) a lane
+carries 256/257 x 514/544 = 16/17 (514 = 2 x 257) of its signalling rate as payload bits:
+at 400 Gb/s, 376.47 Gb/s, so 36 lanes x 2 directions move 3.388 TB/s per accelerator and
+72 accelerators 243.95 TB/s. Carrying the full 3.6 TB/s (400 Gb/s of data per lane) takes
+:func:`lane_rate_for` = 400 x 17/16 = 425 Gb/s of signalling per lane, twice the 212.5
+Gb/s of IEEE 802.3's 200G lanes, which use the same code.
+
 Defaults (public NVLink 6 figures of the AWS and NVIDIA announcement, re:Invent 2025:
 3.6 TB/s per ASIC, 72 ASICs, 400G SerDes): 36 lanes x 400 Gb/s per direction = 1.8 TB/s
 per direction = **3.6 TB/s per accelerator**, and 72 accelerators = **259.2 TB/s per
@@ -20,10 +27,13 @@ from dataclasses import dataclass
 
 from .config import PhysParams
 
-__all__ = ["PortRate", "port_rate", "rack_report", "packet_efficiency", "ENCODING"]
+__all__ = ["PortRate", "port_rate", "rack_report", "packet_efficiency", "lane_rate_for",
+           "ENCODING", "FEC"]
 
 ENCODING = {"none": 1.0, "64b66b": 64 / 66, "256b257b": 256 / 257}
 AM_FACTOR = 16383 / 16384
+#: message share of the FEC code: RS(544,514) carries 514 message symbols in 544
+FEC = {"none": 1.0, "rs544": 514 / 544}
 
 
 @dataclass
@@ -50,9 +60,18 @@ def port_rate(phys: PhysParams) -> PortRate:
         raise ValueError(f"payload_bytes={phys.payload_bytes} exceeds "
                          f"flit_bytes={phys.flit_bytes}")
     sig = phys.lanes * phys.lane_gbps * 1e9 / 8
-    line = sig * ENCODING[phys.encoding] * (AM_FACTOR if phys.align_markers else 1.0)
+    line = (sig * ENCODING[phys.encoding] * FEC[phys.fec]
+            * (AM_FACTOR if phys.align_markers else 1.0))
     fps = line / phys.flit_bytes
     return PortRate(sig, line, fps, fps * phys.payload_bytes, 1.0 / fps)
+
+
+def lane_rate_for(data_gbps: float, phys: PhysParams) -> float:
+    """Signalling rate per lane, Gb/s, that carries ``data_gbps`` after the line code, the
+    FEC and the markers of ``phys`` (the inverse of :func:`port_rate`'s overheads)."""
+    share = (ENCODING[phys.encoding] * FEC[phys.fec]
+             * (AM_FACTOR if phys.align_markers else 1.0))
+    return data_gbps / share
 
 
 def packet_efficiency(packet_size: int, header_flits: int) -> float:
