@@ -59,6 +59,10 @@ class StreamSender:
     idle : float
         Probability of an idle cycle (``valid`` low) before each beat; it repeats, so a
         beat waits a geometric number of cycles. 0 gives one beat per cycle.
+    on_beat : callable, optional
+        ``on_beat(ctx, word)``, called right after the clock edge that took each beat
+        (``ctx.get`` then reads the component's state after that edge), e.g. to sample
+        status outputs per beat.
 
     Members
     -------
@@ -68,8 +72,9 @@ class StreamSender:
         Clock edges this sender has waited.
     """
 
-    def __init__(self, port, payloads, *, seed=0, idle: float = 0.0):
+    def __init__(self, port, payloads, *, seed=0, idle: float = 0.0, on_beat=None):
         self.port = port
+        self.on_beat = on_beat
         self.payloads = list(payloads)
         self.rng, self.seed = make_rng(seed)
         self.idle = _check_probability("idle", idle)
@@ -92,6 +97,8 @@ class StreamSender:
                 if taken:
                     break
             self.sent.append(int(word))
+            if self.on_beat is not None:
+                self.on_beat(ctx, int(word))
         ctx.set(self.port.valid, 0)
 
 
@@ -113,6 +120,8 @@ class StreamReceiver:
     quiet_cycles : int
         After the last beat, cycles with ``ready`` high in which no further beat may
         appear (0: no check).
+    on_beat : callable, optional
+        ``on_beat(ctx, word)``, called right after the clock edge that took each beat.
 
     Members
     -------
@@ -123,7 +132,7 @@ class StreamReceiver:
     """
 
     def __init__(self, port, count: int, *, seed=0, backpressure: float = 0.0,
-                 max_cycles: int = 100_000, quiet_cycles: int = 0):
+                 max_cycles: int = 100_000, quiet_cycles: int = 0, on_beat=None):
         if count < 0:
             raise ValueError(f"count={count!r} must be >= 0")
         self.port = port
@@ -132,6 +141,7 @@ class StreamReceiver:
         self.backpressure = _check_probability("backpressure", backpressure)
         self.max_cycles = max_cycles
         self.quiet_cycles = quiet_cycles
+        self.on_beat = on_beat
         self.received: list[int] = []
         self.cycles: list[int] = []
 
@@ -149,6 +159,8 @@ class StreamReceiver:
             if valid and ready:
                 self.received.append(int(word))
                 self.cycles.append(cycle)
+                if self.on_beat is not None:
+                    self.on_beat(ctx, int(word))
             cycle += 1
         ctx.set(self.port.ready, 1)
         for _ in range(self.quiet_cycles):
