@@ -5,7 +5,6 @@ import zlib
 
 import numpy as np
 import pytest
-from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
 from fusionfabric.rtl.blocks import BlockError, get_block
@@ -16,6 +15,7 @@ from fusionfabric.formats import primitives as fmt
 from fusionfabric.sim import crc as mcrc
 from fusionfabric.sim import prbs as mprbs
 from fusionfabric.sim import scrambler as mscr
+from fusionfabric.tb.common import amaranth_stream
 
 WIDTHS = [1, 8, 32, 64, 66, 128]
 
@@ -27,63 +27,31 @@ def rand_words(rng, width, n):
     return [int.from_bytes(rng.bytes(nbytes), "little") & ((1 << width) - 1) for _ in range(n)]
 
 
-def run_stream(dut, i_name, o_name, beats, n_out, rng, idle=0.3, backpressure=0.3,
+def run_stream(dut, i_name, o_name, beats, n_out, seed, idle=0.3, backpressure=0.3,
                max_cycles=100_000, probes=None):
-    """Drive ``beats`` into stream ``i_name`` and collect ``n_out`` beats from ``o_name``.
+    """Drive ``beats`` into stream ``i_name`` and collect ``n_out`` beats from ``o_name``
+    (random idle and backpressure from ``seed``, named in any failure).
 
     ``probes``: an optional dict ``{name: signal}``; their values at the end are stored in it.
     """
-    i_port, o_port = getattr(dut, i_name), getattr(dut, o_name)
-    out = []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-
-    async def source(ctx):
-        for word in beats:
-            while rng.random() < idle:
-                await ctx.tick()
-            ctx.set(Value.cast(i_port.payload), word)
-            ctx.set(i_port.valid, 1)
-            await ctx.tick().until(i_port.ready)
-            ctx.set(i_port.valid, 0)
-
-    async def sink(ctx):
-        cycles = 0
-        while len(out) < n_out:
-            ready = int(rng.random() >= backpressure)
-            ctx.set(o_port.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(o_port.valid,
-                                                           Value.cast(o_port.payload))
-            if valid and ready:
-                out.append(int(payload))
-            cycles += 1
-            assert cycles < max_cycles, f"stalled after {len(out)} of {n_out} beats"
-        # nothing more may come out
-        ctx.set(o_port.ready, 1)
-        for _ in range(5):
-            _, _, valid = await ctx.tick().sample(o_port.valid)
-            assert not valid, "extra output beat"
-        for key, sig in (probes or {}).items():
-            probes[key] = ctx.get(sig)
-
-    sim.add_testbench(source, background=True)
-    sim.add_testbench(sink)
-    sim.run()
-    return out
+    return amaranth_stream.run_stream(dut, i_name, o_name, beats, n_out, seed=seed, idle=idle,
+                                      backpressure=backpressure, max_cycles=max_cycles,
+                                      quiet_cycles=5, probes=probes)
 
 
 # -- scrambler ------------------------------------------------------------------------------
 @pytest.mark.parametrize("width", WIDTHS, ids=lambda w: f"w{w}")
 @pytest.mark.parametrize("kind", ["scrambler", "descrambler"])
 def test_scrambler_rtl_matches_model(kind, width):
-    rng = np.random.default_rng([width, kind == "descrambler"])
+    seed = [width, int(kind == "descrambler")]
+    rng = np.random.default_rng(seed)
     init = int.from_bytes(rng.bytes(8), "little") & ((1 << 58) - 1)
     dut = (Descrambler if kind == "descrambler" else Scrambler)(width, init=init)
     n = max(24, 600 // width)
     words = rand_words(rng, width, n)
     fn = mscr.descramble if kind == "descrambler" else mscr.scramble
     want, _ = fn(words, width, init)
-    assert run_stream(dut, "i_data", "o_data", words, n, rng) == want
+    assert run_stream(dut, "i_data", "o_data", words, n, seed) == want
 
 
 @pytest.mark.parametrize("width", [1, 8, 64, 66], ids=lambda w: f"w{w}")
@@ -97,7 +65,7 @@ def test_descrambler_rtl_resyncs_within_58_bits(width):
         words = rand_words(rng, width, n)
         scrambled, _ = mscr.scramble(words, width, tx_state)
         got = run_stream(Descrambler(width, init=rx_state), "i_data", "o_data", scrambled, n,
-                         rng)
+                         [width, trial])
         got_bits = mscr.words_to_bits(got, width)
         want_bits = mscr.words_to_bits(words, width)
         assert (got_bits[58:] == want_bits[58:]).all()
@@ -119,25 +87,26 @@ def test_scrambler_custom_polynomial():
     rng = np.random.default_rng(5)
     words = rand_words(rng, 16, 40)
     want, _ = mscr.scramble(words, 16, 0, poly)
-    assert run_stream(Scrambler(16, poly), "i_data", "o_data", words, 40, rng) == want
+    assert run_stream(Scrambler(16, poly), "i_data", "o_data", words, 40, 5) == want
 
 
 # -- CRC ------------------------------------------------------------------------------------
-def crc_frames(dut, messages, rng, **kw):
+def crc_frames(dut, messages, seed, **kw):
     beats = [b for msg in messages for b in mcrc.frame_beats(msg, dut.data_width)]
-    out = run_stream(dut, "i_data", "o_crc", beats, len(messages), rng, **kw)
+    out = run_stream(dut, "i_data", "o_crc", beats, len(messages), seed, **kw)
     return [dut.out_fields.unpack(w) for w in out]
 
 
 @pytest.mark.parametrize("algorithm", list(fmt.ALGORITHMS))
 @pytest.mark.parametrize("width", [8, 32, 64, 128], ids=lambda w: f"w{w}")
 def test_crc_rtl_matches_model(algorithm, width):
-    rng = np.random.default_rng([width, len(algorithm)])
+    seed = [width, len(algorithm)]
+    rng = np.random.default_rng(seed)
     nb = width // 8
     lengths = [1, nb, nb + 1, 2 * nb, 2 * nb - 1, 9] + [int(x) for x in
                                                        rng.integers(1, 5 * nb + 2, 10)]
     messages = [b"123456789"] + [rng.bytes(n) for n in lengths]
-    got = crc_frames(Crc(algorithm, width), messages, rng)
+    got = crc_frames(Crc(algorithm, width), messages, seed)
     alg = fmt.get_algorithm(algorithm)
     assert got[0]["crc"] == alg.check  # the catalogue check value, through the RTL
     assert [g["crc"] for g in got] == [mcrc.crc_bitwise(m, alg) for m in messages]
@@ -158,7 +127,7 @@ def test_crc32_rtl_matches_zlib_and_detects_codewords(width):
     bad = bytearray(coded[0])
     bad[3] ^= 0x10
     frames = messages + coded + [bytes(bad)]
-    got = crc_frames(dut, frames, rng)
+    got = crc_frames(dut, frames, width)
     assert [g["crc"] for g in got] == [zlib.crc32(m) for m in frames]
     assert [g["match"] for g in got] == [0] * len(messages) + [1] * len(coded) + [0]
 
@@ -175,7 +144,7 @@ def test_crc_framing_restart_and_abort():
     # one beat of an abandoned frame, then frame a again
     abandoned = [f.pack(data=0x12345678, first=1, last=0)]
     probes = {"aborted": dut.o_aborted}
-    out = run_stream(dut, "i_data", "o_crc", beats + nofirst + abandoned + beats, 3, rng,
+    out = run_stream(dut, "i_data", "o_crc", beats + nofirst + abandoned + beats, 3, 3,
                      probes=probes)
     assert [dut.out_fields.unpack(w)["crc"] for w in out] == [zlib.crc32(a), zlib.crc32(b),
                                                               zlib.crc32(a)]
@@ -195,54 +164,37 @@ def test_crc_errors():
 @pytest.mark.parametrize("order", [7, 15, 23, 31])
 @pytest.mark.parametrize("width", WIDTHS, ids=lambda w: f"w{w}")
 def test_prbs_generator_rtl(order, width):
-    rng = np.random.default_rng([order, width])
     n = max(16, 300 // width)
-    sim_dut = PrbsGenerator(order, width)
-    out = []
-    sim = Simulator(sim_dut)
-    sim.add_clock(1e-8)
-
-    async def sink(ctx):
-        while len(out) < n:
-            ready = int(rng.random() >= 0.3)
-            ctx.set(sim_dut.o_data.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(sim_dut.o_data.valid,
-                                                           sim_dut.o_data.payload)
-            if valid and ready:
-                out.append(int(payload))
-
-    sim.add_testbench(sink)
-    sim.run()
-    want, _ = mprbs.prbs_words(order, width, n)
-    assert out == want
-
-
-def run_checker(dut, words, rng, idle=0.3):
-    """Feed words; return (locked, errors) sampled after each word's handshake."""
-    res = []
+    dut = PrbsGenerator(order, width)
+    rx = amaranth_stream.StreamReceiver(dut.o_data, n, seed=[order, width], backpressure=0.3)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-
-    async def tb(ctx):
-        for w in words:
-            while rng.random() < idle:
-                ctx.set(dut.i_data.valid, 0)
-                await ctx.tick()
-            ctx.set(dut.i_data.payload, w)
-            ctx.set(dut.i_data.valid, 1)
-            await ctx.tick()
-            ctx.set(dut.i_data.valid, 0)
-            res.append((ctx.get(dut.o_locked), ctx.get(dut.o_errors)))
-
-    sim.add_testbench(tb)
+    sim.add_testbench(rx.run)
     sim.run()
+    want, _ = mprbs.prbs_words(order, width, n)
+    assert rx.received == want
+
+
+def run_checker(dut, words, seed, idle=0.3):
+    """Feed words (random idle from ``seed``); return (locked, errors) sampled after each
+    word's handshake."""
+    res = []
+    tx = amaranth_stream.StreamSender(
+        dut.i_data, words, seed=seed, idle=idle,
+        on_beat=lambda ctx, _: res.append((ctx.get(dut.o_locked), ctx.get(dut.o_errors))))
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tx.run)
+    sim.run()
+    assert tx.sent == list(words), f"checker did not take every word (seed {seed})"
     return res
 
 
 @pytest.mark.parametrize("order", [7, 31])
 @pytest.mark.parametrize("width", WIDTHS, ids=lambda w: f"w{w}")
 def test_prbs_checker_rtl_counts_exact_errors(order, width):
-    rng = np.random.default_rng([order, width, 1])
+    seed = [order, width, 1]
+    rng = np.random.default_rng(seed)
     dut = PrbsChecker(order, width)
     start = int(rng.integers(1, 1 << order))
     pre = dut.lock_words + -(-order // width) + 2  # history fill + clean run to lock
@@ -261,7 +213,7 @@ def test_prbs_checker_rtl_counts_exact_errors(order, width):
     for w in rx:
         model.step(w)
         want.append((int(model.locked), model.errors))
-    got = run_checker(dut, rx, rng)
+    got = run_checker(dut, rx, seed)
     assert got == want
     assert got[pre - 1][0] == 1 and all(lk for lk, _ in got[pre - 1:])
     assert got[-1][1] == flips  # each flipped bit counted exactly once
@@ -279,7 +231,7 @@ def test_prbs_checker_rtl_loses_lock_on_wrong_pattern(width):
     for w in words:
         model.step(w)
         want.append((int(model.locked), model.errors))
-    got = run_checker(dut, words, rng)
+    got = run_checker(dut, words, width)
     assert got == want
     assert got[39][0] == 1 and got[-1][0] == 0
 
