@@ -57,8 +57,8 @@ class FifoSwitch(VoqSwitch):
         hd = Signal(N, name=f"hdone{r}")
         ht = Signal(N, name=f"head_target{r}")
         m.d.comb += ht.eq(q.o_rdata[self.flit.width:])
-        state["hdone"].append(hd)
-        state["head_target"].append(ht)
+        state.setdefault("hdone", []).append(hd)
+        state.setdefault("head_target", []).append(ht)
         return q.o_nonempty & ht & ~hd
 
     def _pop(self, m, r, q, match, state):

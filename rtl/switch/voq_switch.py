@@ -73,7 +73,8 @@ class VoqSwitch(SwitchBase):
                              f"for n_ports={n_ports}")
         self.iterations = iterations
 
-    # The three places where the FIFO baseline (FifoSwitch) differs.
+    # The places where the FIFO baseline (FifoSwitch) differs. ``state`` is a dict, new
+    # for each elaboration, where a design keeps signals of one row between the hooks.
 
     def _queue_width(self) -> int:
         """Bits per queue entry."""
@@ -85,11 +86,11 @@ class VoqSwitch(SwitchBase):
         m.d.comb += [q.i_wdata.eq(route.flit),
                      route.port.ready.eq(route.drop | (write & last_copy))]
 
-    def _available(self, m, r, q, heads_state):
+    def _available(self, m, r, q, state):
         """The outputs row ``r`` has a flit for (before credits and locks)."""
         return q.o_nonempty
 
-    def _pop(self, m, r, q, match, heads_state):
+    def _pop(self, m, r, q, match, state):
         """Pop row ``r``'s queue on a match (``match``: one-hot over the outputs)."""
         m.d.comb += q.i_pop.eq(match.any())
 
@@ -123,7 +124,7 @@ class VoqSwitch(SwitchBase):
 
         # requests: a flit, a credit and the output's lock
         credit_ok = Cat(c != 0 for c in credit)
-        state = {"hdone": [], "head_target": []}
+        state = {}
         for r in range(N):
             q = queues[r]
             lock_ok = Cat(~lock_v[o] | (lock_in[o] == r) for o in range(N))
