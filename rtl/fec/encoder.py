@@ -127,12 +127,12 @@ class RsEncoder(wiring.Component):
                 pos = b * P + k
                 if pos >= model.K:
                     cases[b] = par_src[sb * (pos - model.K):sb * (pos - model.K + 1)]
-            m.d.comb += sym.eq(d)
-            if cases:
-                with m.Switch(idx):
-                    for b, v in cases.items():
-                        with m.Case(b):
-                            m.d.comb += sym.eq(v)
+            # A Mux chain, not a Switch: no combinational process for Icarus to leave X
+            # (docs/fabric.md, "Icarus note").
+            value = d
+            for b, v in cases.items():
+                value = Mux(idx == b, v, value)
+            m.d.comb += sym.eq(value)
             out_syms.append(sym)
 
         out = self.o_data.payload
