@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.blocks import all_blocks
 from fusionfabric.rtl.export import to_verilog
-from fusionfabric.sim import lint
+from fusionfabric import lint
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "lint.md"
 

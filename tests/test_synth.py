@@ -15,7 +15,7 @@ import pytest
 from fusionfabric.rtl import blocks as rtl_blocks
 from fusionfabric.rtl.blocks import Block, Param, all_blocks
 from fusionfabric.rtl.export import to_verilog
-from fusionfabric.sim import synth as flow
+from fusionfabric import synth as flow
 from fusionfabric.cli import main
 
 needs_yowasp = pytest.mark.skipif(

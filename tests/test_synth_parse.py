@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fusionfabric.sim import synth as flow
+from fusionfabric import synth as flow
 from fusionfabric.cli import main
 
 # Yosys `stat -json` of the 8-bit increment kit design (design section only).
