@@ -16,23 +16,26 @@ from fusionfabric.tb.pcs.harness import (channel_inputs, compare_rx_amaranth, co
 pytestmark = pytest.mark.filterwarnings("ignore:.*created but never used")
 
 
-def _stream(rng, headers, lead_bits=1):
+def _stream(rng, headers, lead_bits=1, follow_slips=False):
     """A bit stream of ``lead_bits`` zeros then one 66-bit block per header value (random
-    payload), cut into 66-bit chunks."""
-    bits = 0
-    for i, h in enumerate(headers):
+    payload), cut into 66-bit chunks. ``follow_slips``: one extra bit after each block with
+    an invalid header, so that a receiver that slips one bit at each of them (hunting) keeps
+    testing the headers given here."""
+    bits, pos = 0, lead_bits
+    for h in headers:
         payload = int(rng.integers(0, 1 << 62)) << 2 | int(rng.integers(0, 4))
-        bits |= (h | payload << 2) << (lead_bits + 66 * i)
-    n = len(headers) + 1
+        bits |= (h | payload << 2) << pos
+        pos += 66 + (follow_slips and h in (0, 3))
+    n = -(-pos // 66) + 1
     return [(bits >> (66 * t)) & ((1 << 66) - 1) for t in range(n)]
 
 
-def _run_lock(headers, ber_window=19531):
+def _run_lock(headers, ber_window=19531, follow_slips=False, cls=BlockLock):
     """Run BlockLock on blocks with the given sync headers, one bit late (the reset state
     makes the first block invalid, which slips the offset to 1); return per-cycle
     (lock, offset, slips, hi_ber) after each edge."""
-    dut = BlockLock(ber_window)
-    chunks = _stream(np.random.default_rng(0), headers)
+    dut = cls(ber_window)
+    chunks = _stream(np.random.default_rng(0), headers, follow_slips=follow_slips)
     out = []
 
     async def bench(ctx):
@@ -79,13 +82,74 @@ def test_lose_lock_after_16_invalid_in_64():
     assert out[sixteenth][0] == 0 and out[sixteenth][1] == 2 and out[sixteenth][2] == 2
 
 
-def test_window_with_some_bad_headers_does_not_lock():
-    heads = [2] * 64 + [2] * 64          # lock, then two clean windows
-    out = _run_lock(heads)
-    assert out[64][0] == 1
-    # a window with invalid headers while unlocked never reaches 64_GOOD: covered by the
-    # hunting test; here: locked window with 0 bad keeps lock
-    assert all(o[0] == 1 for o in out[64:])
+def _hunting_headers(seed, n_bad=10):
+    """Valid headers with one invalid header after every 20 to 40 valid ones (seeded):
+    never the 64 consecutive valid headers that lock needs."""
+    rng = np.random.default_rng(seed)
+    heads = []
+    for _ in range(n_bad):
+        heads += [int(h) for h in rng.choice([1, 2], int(rng.integers(20, 41)))]
+        heads.append(int(rng.choice([0, 3])))
+    return heads + [2] * int(rng.integers(20, 41))
+
+
+def _check_hunting(out, heads, seed):
+    """Lock never rises; every invalid header slips one bit (block k is tested in cycle
+    k + 1, after the reset block's slip)."""
+    bad = 1                                  # the reset block of cycle 0
+    for k, h in enumerate(heads):
+        bad += h in (0, 3)
+        lock, offset, slips, _ = out[k + 1]
+        assert lock == 0, f"lock rose at block {k} (seed {seed})"
+        assert (offset, slips) == (bad, bad), f"block {k}: (offset, slips) = " \
+            f"{(offset, slips)}, want {(bad, bad)} (seed {seed})"
+
+
+class _LockKeepsGoodCount(BlockLock):
+    """Planted fault: a slip while hunting leaves the count of headers (``sh_cnt``) as it
+    was instead of clearing it, so valid headers add up across invalid ones."""
+
+    def elaborate(self, platform):
+        from fusionfabric.rtl.pcs import lock as lock_mod
+        made, real = {}, lock_mod.Signal
+
+        def signal(*args, src_loc_at=0, **kw):
+            sig = real(*args, src_loc_at=src_loc_at + 1, **kw)
+            made[sig.name] = sig
+            return sig
+
+        lock_mod.Signal = signal
+        try:
+            m = super().elaborate(platform)
+        finally:
+            lock_mod.Signal = real
+        sh_cnt, valid = made["sh_cnt"], made["valid"]
+        with m.If(~valid & ~self.o_lock):
+            m.d.sync += sh_cnt.eq(sh_cnt)     # the later assignment wins
+        return m
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_window_with_some_bad_headers_does_not_lock(seed):
+    """While hunting, an invalid header every 20-40 blocks (fewer than the 64 consecutive
+    valid headers of LOCK_WINDOW) slips one bit each time and restarts the count: no lock.
+    Clean headers after that still lock."""
+    heads = _hunting_headers(seed)
+    out = _run_lock(heads, follow_slips=True)
+    _check_hunting(out, heads, seed)
+    last_bad = max(k for k, h in enumerate(heads) if h in (0, 3))
+    out = _run_lock(heads + [2] * 64, follow_slips=True)
+    lock = [o[0] for o in out]
+    assert lock.index(1) == last_bad + 1 + 64, f"seed {seed}"   # 64 valid after the last
+
+
+def test_hunting_check_catches_a_lock_that_keeps_its_count():
+    """Planted fault: a lock that does not clear its header count at a slip locks on the
+    same stream, and the check above fails."""
+    heads = _hunting_headers(1)
+    _check_hunting(_run_lock(heads, follow_slips=True), heads, 1)
+    with pytest.raises(AssertionError, match=r"lock rose at block \d+ \(seed 1\)"):
+        _check_hunting(_run_lock(heads, follow_slips=True, cls=_LockKeepsGoodCount), heads, 1)
 
 
 def test_hi_ber_flag():
