@@ -71,7 +71,7 @@ def _tb_verilog(n: int) -> str:
     """A plain Verilog testbench around the fabric-bist top (benchmark only, never RTL)."""
     from fusionfabric.rtl.fabric.fabric import FAULT
     from fusionfabric.rtl.switch.group_table import config_layout
-    from fusionfabric.sim.bist import BIST_CONTROL
+    from fusionfabric.formats.bist import BIST_CONTROL
     cfg_w, fault_w = config_layout(n).size, FAULT.width
     decl, conns, sums, errs = [], [], [], []
     for e in range(n):

@@ -19,7 +19,8 @@ from amaranth.sim import Simulator  # noqa: E402
 from fusionfabric.rtl.fabric import Fabric  # noqa: E402
 from fusionfabric.rtl.switch.group_table import config_layout  # noqa: E402
 from fusionfabric.formats.bitfields import Fields  # noqa: E402
-from fusionfabric.sim.chiplet import Message, Opcode  # noqa: E402
+from fusionfabric.formats.chiplet import Opcode  # noqa: E402
+from fusionfabric.sim.chiplet import Message  # noqa: E402
 from fusionfabric.formats.switch import Dtype, Mode, Op, group_entry  # noqa: E402
 
 

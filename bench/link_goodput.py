@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fusionfabric.sim.chiplet import SLOT_BYTES, dl_flit_slots  # noqa: E402
+from fusionfabric.formats.chiplet import SLOT_BYTES, dl_flit_slots  # noqa: E402
 
 PCS_6466 = 64 / 66
 #: Marker period of the measured runs (rows). 802.3 cl. 82 uses 16384; 1024 keeps the

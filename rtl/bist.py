@@ -1,27 +1,58 @@
 """Built-in self-test: a seeded traffic generator and a checker on the switch port flit.
 
-Both speak ``fusionfabric.sim.layouts.switch_flit(data_width)`` over ``lib.stream`` and expose their
+Both speak ``fusionfabric.formats.switch.switch_flit(data_width)`` over ``lib.stream`` and expose their
 counters as plain output ports, so an FPGA design or a cocotb test only configures,
-starts and reads counters: no per-cycle software. The LFSR and filler XOR networks are
-generated from the matrices of :mod:`fusionfabric.sim.bist`, which also models both blocks bit for bit
-(its module docstring states the signature function and the checker's counting rules).
+starts and reads counters: no per-cycle software. Formats and parameters are declared in
+:mod:`fusionfabric.formats.bist`. The LFSR and filler XOR networks are derived here from the
+PRBS31 recurrence (:func:`advance_matrix`, :func:`filler_matrix`); the numpy model
+:mod:`fusionfabric.sim.bist` keeps its own bit-serial reference and models both blocks bit for
+bit (its module docstring states the signature function and the checker's counting rules).
 """
 
 from __future__ import annotations
 
+import numpy as np
 from amaranth import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.blocks import Block, Param
-from fusionfabric.sim.bist import (BEAT_BITS, COUNTER_MAX, LFSR_ORDER, PATTERNS, SEQ_BITS,
-                      advance_matrix, apply_matrix, check_params, check_port_params,
-                      check_seed, filler_matrix, seed_state)
+from fusionfabric.formats.bist import (BEAT_BITS, BIST_SEQ_BITS, COUNTER_MAX, FILL_SALT, FILL_WARMUP,
+                                      LFSR_ORDER, LFSR_TAP, PATTERNS, SIG_BITS, check_params,
+                                      check_port_params, check_seed, check_width, seed_state)
 from fusionfabric.formats.switch import Kind, switch_flit
+from fusionfabric.rtl.hdl import gf2_apply_int, gf2_matmul, shift_register_matrices
 
 __all__ = ["TrafficGen", "TrafficCheck", "gf2_apply", "BLOCKS"]
 
 COUNTER_BITS = 32
+
+
+def advance_matrix(k: int):
+    """The 31×31 GF(2) matrix of ``k`` steps of the PRBS31 LFSR (x^31 + x^28 + 1, state bit
+    0 the newest bit): ``state_after = A @ state``, from the shift-register recurrence."""
+    return shift_register_matrices(LFSR_ORDER, (LFSR_ORDER, LFSR_TAP), k, xor_input=False)[2]
+
+
+def filler_matrix(data_width: int):
+    """``(M, c)``: the filler above the signature is ``M @ sig ^ c`` over GF(2).
+
+    The filler LFSR is seeded with ``(sig ^ (sig >> 31) ^ FILL_SALT) mod 2**31`` (a linear
+    map ``P`` plus a constant), runs ``FILL_WARMUP`` steps (``A``), then emits
+    ``data_width - 40`` bits (``O``): ``M = O A P`` and ``c = O A FILL_SALT``.
+    """
+    check_width(data_width)
+    n = data_width - SIG_BITS
+    p = np.zeros((LFSR_ORDER, SIG_BITS), dtype=np.uint8)
+    for i in range(LFSR_ORDER):
+        p[i, i] = 1
+        if i + LFSR_ORDER < SIG_BITS:
+            p[i, i + LFSR_ORDER] = 1
+    if not n:
+        return np.zeros((0, SIG_BITS), dtype=np.uint8), 0
+    out = shift_register_matrices(LFSR_ORDER, (LFSR_ORDER, LFSR_TAP), n, xor_input=False)[0]
+    oa = gf2_matmul(out, advance_matrix(FILL_WARMUP))
+    return gf2_matmul(oa, p), gf2_apply_int(oa, FILL_SALT)
 
 
 def gf2_apply(matrix, value: Value, const: int = 0) -> Value:
@@ -36,7 +67,7 @@ def gf2_apply(matrix, value: Value, const: int = 0) -> Value:
 
 def make_data(data_width: int, src: Value, dest: Value, seq: Value, beat: Value) -> Value:
     """The ``data`` word of :func:`fusionfabric.sim.bist.make_data` as combinational logic."""
-    sig = Cat(beat[:BEAT_BITS], seq[:SEQ_BITS], dest[:8], src[:8])
+    sig = Cat(beat[:BEAT_BITS], seq[:BIST_SEQ_BITS], dest[:8], src[:8])
     m, c = filler_matrix(data_width)
     if not m.shape[0]:
         return sig
@@ -127,7 +158,7 @@ class TrafficGen(wiring.Component):
             "o_flits": Out(COUNTER_BITS),
             "o_started": Out(COUNTER_BITS),
             "o_done": Out(1),
-            "o_next_seq": Out(SEQ_BITS).array(n_ports),
+            "o_next_seq": Out(BIST_SEQ_BITS).array(n_ports),
         })
 
     def elaborate(self, platform):
@@ -135,9 +166,9 @@ class TrafficGen(wiring.Component):
         a31, a8 = advance_matrix(LFSR_ORDER), advance_matrix(8)
 
         # Packet LFSR: holds r_k, the draw of the next packet (sim.bist docstring).
-        pkt_r = Signal(LFSR_ORDER, init=apply_matrix(a31, seed_state(self.seed, self.port, 0)))
+        pkt_r = Signal(LFSR_ORDER, init=gf2_apply_int(a31, seed_state(self.seed, self.port, 0)))
         # Load LFSR: advances by 8 bits every cycle; cycle t uses the state after t+1.
-        load_r = Signal(LFSR_ORDER, init=apply_matrix(a8, seed_state(self.seed, self.port, 1)))
+        load_r = Signal(LFSR_ORDER, init=gf2_apply_int(a8, seed_state(self.seed, self.port, 1)))
         m.d.sync += load_r.eq(gf2_apply(a8, load_r))
 
         if self.pattern == "uniform":
@@ -146,7 +177,7 @@ class TrafficGen(wiring.Component):
             next_dest = Const((self.port + self.offset) % self.n_ports, 8)
         next_last = (pkt_r[16:24] * self.max_len)[8:16]      # length - 1
 
-        seqs = Array(Signal(SEQ_BITS, name=f"next_seq{i}") for i in range(self.n_ports))
+        seqs = Array(Signal(BIST_SEQ_BITS, name=f"next_seq{i}") for i in range(self.n_ports))
         for i in range(self.n_ports):
             m.d.comb += self.o_next_seq[i].eq(seqs[i])
 
@@ -154,7 +185,7 @@ class TrafficGen(wiring.Component):
         dest = Signal(8)
         last_beat = Signal(BEAT_BITS)       # packet length - 1
         beat = Signal(BEAT_BITS)
-        seq = Signal(SEQ_BITS)
+        seq = Signal(BIST_SEQ_BITS)
         started = Signal(COUNTER_BITS)
 
         o = self.o_flit
@@ -258,14 +289,14 @@ class TrafficCheck(wiring.Component):
             "o_seq_errors": Out(COUNTER_BITS),
             "o_data_errors": Out(COUNTER_BITS),
             "o_framing_errors": Out(COUNTER_BITS),
-            "o_expected": Out(SEQ_BITS).array(n_ports),
+            "o_expected": Out(BIST_SEQ_BITS).array(n_ports),
         })
 
     def elaborate(self, platform):
         m = Module()
         a8 = advance_matrix(8)
         stall_r = Signal(LFSR_ORDER,
-                         init=apply_matrix(a8, seed_state(self.seed, self.port, 2)))
+                         init=gf2_apply_int(a8, seed_state(self.seed, self.port, 2)))
         m.d.sync += stall_r.eq(gf2_apply(a8, stall_r))
         i = self.i_flit
         m.d.comb += i.ready.eq(~(stall_r[:8] < self.i_stall))
@@ -277,23 +308,23 @@ class TrafficCheck(wiring.Component):
         with m.If(i.valid & i.ready):
             m.d.sync += r.eq(i.payload)
 
-        expected = Array(Signal(SEQ_BITS, name=f"expected{k}") for k in range(self.n_ports))
+        expected = Array(Signal(BIST_SEQ_BITS, name=f"expected{k}") for k in range(self.n_ports))
         for k in range(self.n_ports):
             m.d.comb += self.o_expected[k].eq(expected[k])
         in_pkt = Signal()
         beat = Signal(BEAT_BITS)
-        pkt_seq = Signal(SEQ_BITS)
+        pkt_seq = Signal(BIST_SEQ_BITS)
 
         starts = Signal()
         beat_now = Signal(BEAT_BITS)
-        seq_now = Signal(SEQ_BITS)
+        seq_now = Signal(BIST_SEQ_BITS)
         src_ok = Signal()
         good = Signal()
         want = make_data(self.data_width, r.src, Const(self.port, 8), seq_now, beat_now)
         m.d.comb += [
             starts.eq(r.first | ~in_pkt),
             beat_now.eq(Mux(starts, 0, beat + 1)),
-            seq_now.eq(Mux(starts, r.data[BEAT_BITS:BEAT_BITS + SEQ_BITS], pkt_seq)),
+            seq_now.eq(Mux(starts, r.data[BEAT_BITS:BEAT_BITS + BIST_SEQ_BITS], pkt_seq)),
             src_ok.eq(r.src < self.n_ports),
             good.eq(src_ok & _eq(r.kind, Kind.UNICAST) & _eq(r.dest, self.port)
                     & (r.data == want)),
@@ -303,7 +334,7 @@ class TrafficCheck(wiring.Component):
         c_valid, c_frame, c_good, c_starts, c_src_ok = (Signal(name=f"c_{k}") for k in
                                                         ("valid", "frame", "good", "starts",
                                                          "src_ok"))
-        c_seq = Signal(SEQ_BITS)
+        c_seq = Signal(BIST_SEQ_BITS)
         c_src = Signal(8)
         m.d.sync += [c_valid.eq(r_valid), c_frame.eq(r.first == in_pkt), c_good.eq(good),
                      c_starts.eq(starts), c_src_ok.eq(src_ok), c_seq.eq(seq_now),

@@ -13,7 +13,7 @@ import numpy as np
 from amaranth import Const, Module, Signal, Value
 
 __all__ = ["eq", "sat_inc", "xor_tree", "gf2_product", "gf2_matmul", "gf2_power",
-           "gf2_inverse", "shift_register_matrices", "galois_step_matrix"]
+           "gf2_inverse", "shift_register_matrices", "galois_step_matrix", "gf2_apply_int"]
 
 
 # -- comparisons and counters ------------------------------------------------------------------
@@ -162,3 +162,11 @@ def galois_step_matrix(width: int, poly: int) -> np.ndarray:
     for i in range(width):
         t[i, width - 1] ^= (poly >> i) & 1
     return t
+
+
+def gf2_apply_int(matrix: np.ndarray, value: int) -> int:
+    """``matrix @ bits(value)`` over GF(2) for a Python integer (elaboration-time constants,
+    e.g. a register's reset value); row ``i`` gives bit ``i`` of the result."""
+    bits = np.array([(int(value) >> j) & 1 for j in range(matrix.shape[1])], dtype=np.int64)
+    res = (matrix.astype(np.int64) @ bits) & 1
+    return int(sum(int(b) << i for i, b in enumerate(res)))

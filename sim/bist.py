@@ -1,7 +1,9 @@
 """Built-in self-test: golden model of the traffic generator and checker (``rtl/bist.py``).
 
-Pure numpy. The RTL (:mod:`fusionfabric.rtl.bist`) builds its LFSR and filler XOR networks from the
-matrices computed here, and the checker's counters follow exactly the rules below, so
+Pure numpy. Formats, seeds and parameter checks are declared in :mod:`fusionfabric.formats.bist`.
+The RTL (:mod:`fusionfabric.rtl.bist`) derives its LFSR and filler XOR networks from the
+recurrence; the matrices here are probed from the bit-serial reference :func:`lfsr_step` (a
+test compares the two), and the checker's counters follow exactly the rules below, so
 the model predicts the generator's flits bit for bit and the checker's counters count
 for count.
 
@@ -15,7 +17,8 @@ cycle through a GF(2) matrix (:func:`advance_matrix`) probed from the per-bit re
 :func:`lfsr_step`.
 
 Seeds: the initial state of LFSR ``stream`` of port ``port`` is
-``1 + splitmix64(seed * 2**16 + port * 4 + stream) mod (2**31 - 1)`` (:func:`seed_state`;
+``1 + splitmix64(seed * 2**16 + port * 4 + stream) mod (2**31 - 1)`` (``seed_state`` of
+:mod:`fusionfabric.formats.bist`;
 SplitMix64, Steele, Lea, Flood, OOPSLA 2014), never zero.
 
 Generator (``TrafficGen``, block ``bist-gen``)
@@ -28,7 +31,7 @@ Generator (``TrafficGen``, block ``bist-gen``)
   packet it does so iff the 8 newest bits, as an integer, are ``< load`` (load 0 .. 256,
   so the probability is load/256). This only decides *when*; the flit sequence does not
   depend on it, nor on backpressure.
-- A sequence number per destination (``SEQ_BITS`` = 16, wrapping), taken and incremented
+- A sequence number per destination (``BIST_SEQ_BITS`` = 16, wrapping), taken and incremented
   when a packet starts.
 - Flit ``b`` of a packet: ``kind`` = UNICAST, ``dest``, ``src`` = port, ``chunk`` = 0,
   ``first`` = (b == 0), ``last`` = (b == length - 1), and ``data`` = :func:`make_data`.
@@ -73,29 +76,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fusionfabric.formats.bitfields import Fields
-from fusionfabric.formats.switch import DEST_BITS, SRC_BITS, Kind, switch_flit
+from fusionfabric.formats.bist import (BEAT_BITS, BIST_SEQ_BITS, COUNTER_MAX, FILL_SALT,
+                                      FILL_WARMUP, LFSR_ORDER, LFSR_TAP, PORT_BEATS_PER_CODE,
+                                      PORT_DATA_BITS, PORT_FLIP_BIT, PORT_LENGTHS, PORT_STREAMS,
+                                      SIG_BITS, SIGNATURE, check_params, check_port_gen_params,
+                                      check_port_params, check_width, seed_state)
+from fusionfabric.formats.switch import Kind, switch_flit
 
-__all__ = ["LFSR_ORDER", "LFSR_TAP", "SEQ_BITS", "BEAT_BITS", "SIG_BITS", "SIGNATURE",
-           "FILL_SALT", "FILL_WARMUP", "PATTERNS", "COUNTER_MAX", "MAX_PORTS",
-           "lfsr_step", "advance_matrix", "apply_matrix", "seed_state", "splitmix64",
-           "filler_matrix", "filler_ref", "make_data", "make_data_array", "check_params",
-           "check_port_params", "check_seed", "GenPacket", "TrafficGenModel",
+__all__ = ["lfsr_step", "advance_matrix", "apply_matrix", "filler_matrix", "filler_ref",
+           "make_data", "make_data_array", "GenPacket", "TrafficGenModel",
            "TrafficCheckModel", "CheckCounters"]
 
-LFSR_ORDER = 31
-LFSR_TAP = 28
 _MASK31 = (1 << LFSR_ORDER) - 1
-SEQ_BITS = 16
-BEAT_BITS = 8
-SIGNATURE = Fields([("beat", BEAT_BITS), ("seq", SEQ_BITS), ("dest", DEST_BITS),
-                    ("src", SRC_BITS)])
-SIG_BITS = SIGNATURE.width
-FILL_SALT = 0x5A5A_5A5A & _MASK31
-FILL_WARMUP = 2 * LFSR_ORDER
-PATTERNS = ("uniform", "permutation")
-COUNTER_MAX = (1 << 32) - 1
-MAX_PORTS = 1 << DEST_BITS
+
 
 
 # -- LFSR ------------------------------------------------------------------------------------
@@ -131,37 +124,14 @@ def apply_matrix(matrix: np.ndarray, value: int) -> int:
     return int(sum(int(b) << i for i, b in enumerate(res)))
 
 
-def splitmix64(x: int) -> int:
-    """SplitMix64 output function (Steele, Lea, Flood 2014) of a 64-bit ``x``."""
-    m = (1 << 64) - 1
-    z = (int(x) + 0x9E3779B97F4A7C15) & m
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
-    return z ^ (z >> 31)
-
-
-def seed_state(seed: int, port: int, stream: int) -> int:
-    """Initial (non-zero) PRBS31 state of LFSR ``stream`` of ``port`` for ``seed``."""
-    seed, port, stream = int(seed), int(port), int(stream)
-    if not 0 <= seed < (1 << 32):
-        raise ValueError(f"seed={seed} must be a 32-bit unsigned integer")
-    return 1 + splitmix64((seed << 16) + port * 4 + stream) % _MASK31
-
-
 # -- data signature and filler ---------------------------------------------------------------
-def _check_width(data_width: int) -> None:
-    if not isinstance(data_width, int) or data_width < SIG_BITS:
-        raise ValueError(f"data_width={data_width!r} must be an integer >= {SIG_BITS} "
-                         f"(the {SIG_BITS}-bit signature)")
-
-
 def _fill_seed(sig: int) -> int:
     return (sig ^ (sig >> LFSR_ORDER) ^ FILL_SALT) & _MASK31
 
 
 def filler_ref(data_width: int, sig: int) -> int:
     """Per-bit reference of the filler (bits above the signature) of signature ``sig``."""
-    _check_width(data_width)
+    check_width(data_width)
     n = data_width - SIG_BITS
     state, _ = lfsr_step(_fill_seed(int(sig)), FILL_WARMUP)
     _, bits = lfsr_step(state, n)
@@ -171,7 +141,7 @@ def filler_ref(data_width: int, sig: int) -> int:
 def filler_matrix(data_width: int) -> tuple[np.ndarray, int]:
     """``(M, c)``: filler bits = ``M @ sig_bits ^ c`` over GF(2); M is
     ``(data_width - 40) × 40``, c an integer. Probed from :func:`filler_ref`."""
-    _check_width(data_width)
+    check_width(data_width)
     n = data_width - SIG_BITS
     c = filler_ref(data_width, 0)
     m = np.zeros((n, SIG_BITS), dtype=np.uint8)
@@ -193,7 +163,7 @@ def _filler(data_width: int) -> tuple[np.ndarray, int]:
 
 def make_data(data_width: int, src: int, dest: int, seq: int, beat: int) -> int:
     """The ``data`` word of beat ``beat`` of packet ``seq`` from ``src`` to ``dest``."""
-    sig = SIGNATURE.pack(beat=int(beat) % (1 << BEAT_BITS), seq=int(seq) % (1 << SEQ_BITS),
+    sig = SIGNATURE.pack(beat=int(beat) % (1 << BEAT_BITS), seq=int(seq) % (1 << BIST_SEQ_BITS),
                          dest=dest, src=src)
     m, c = _filler(data_width)
     return sig | (apply_matrix(m, sig) ^ c) << SIG_BITS if m.shape[0] else sig
@@ -201,9 +171,11 @@ def make_data(data_width: int, src: int, dest: int, seq: int, beat: int) -> int:
 
 def make_data_array(data_width: int, src, dest, seq, beat) -> list[int]:
     """Vectorized :func:`make_data` over equal-length integer arrays."""
-    src, dest, seq, beat = (np.asarray(x, dtype=np.int64) for x in (src, dest, seq, beat))
-    sig = (beat % (1 << BEAT_BITS)) | ((seq % (1 << SEQ_BITS)) << BEAT_BITS) \
-        | (dest << (BEAT_BITS + SEQ_BITS)) | (src << (BEAT_BITS + SEQ_BITS + DEST_BITS))
+    cols = {"src": src, "dest": dest, "seq": seq, "beat": beat}
+    sig = np.zeros(len(np.asarray(src)), dtype=np.int64)
+    for name, width in SIGNATURE:
+        col = np.asarray(cols[name], dtype=np.int64) % (1 << width)
+        sig |= col << SIGNATURE.offsets[name]
     m, c = _filler(data_width)
     if not m.shape[0]:
         return [int(s) for s in sig]
@@ -212,34 +184,6 @@ def make_data_array(data_width: int, src, dest, seq, beat) -> list[int]:
     packed = np.packbits(fill.astype(np.uint8), axis=1, bitorder="little")
     return [int(s) | ((int.from_bytes(row.tobytes(), "little") ^ c) << SIG_BITS)
             for s, row in zip(sig, packed)]
-
-
-# -- generator model -------------------------------------------------------------------------
-def check_port_params(data_width, n_ports, port) -> None:
-    """Raise ValueError naming the first bad one of ``data_width``, ``n_ports``, ``port``."""
-    _check_width(data_width)
-    if not isinstance(n_ports, int) or not 1 <= n_ports <= MAX_PORTS:
-        raise ValueError(f"n_ports={n_ports!r} must be an integer in 1..{MAX_PORTS}")
-    if not isinstance(port, int) or not 0 <= port < n_ports:
-        raise ValueError(f"port={port!r} must be in 0..{n_ports - 1}")
-
-
-def check_seed(seed) -> None:
-    if not isinstance(seed, int) or not 0 <= seed < (1 << 32):
-        raise ValueError(f"seed={seed!r} must be a 32-bit unsigned integer")
-
-
-def check_params(data_width, n_ports, port, max_len, pattern, offset, seed) -> None:
-    """Raise ValueError naming the first bad generator parameter."""
-    check_port_params(data_width, n_ports, port)
-    if not isinstance(max_len, int) or not 1 <= max_len <= (1 << BEAT_BITS):
-        raise ValueError(f"max_len={max_len!r} must be in 1..{1 << BEAT_BITS}")
-    if pattern not in PATTERNS:
-        raise ValueError(f"pattern={pattern!r} is not one of {', '.join(PATTERNS)}")
-    if not isinstance(offset, int) or offset < 0 or (pattern == "permutation"
-                                                     and offset >= n_ports):
-        raise ValueError(f"offset={offset!r} must be in 0..{n_ports - 1}")
-    check_seed(seed)
 
 
 @dataclass(frozen=True)
@@ -277,7 +221,7 @@ class TrafficGenModel:
                 dest = (self.port + self.offset) % self.n_ports
             length = 1 + ((((r >> 16) & 0xFF) * self.max_len) >> 8)
             seq = self.next_seq[dest]
-            self.next_seq[dest] = (seq + 1) % (1 << SEQ_BITS)
+            self.next_seq[dest] = (seq + 1) % (1 << BIST_SEQ_BITS)
             out.append(GenPacket(dest, seq, length))
         return out
 
@@ -350,9 +294,9 @@ class TrafficCheckModel:
                     if good:
                         if seq != c.expected[src]:
                             c.seq_errors = _sat(c.seq_errors + 1)
-                        c.expected[src] = (seq + 1) % (1 << SEQ_BITS)
+                        c.expected[src] = (seq + 1) % (1 << BIST_SEQ_BITS)
                     else:
-                        c.expected[src] = (c.expected[src] + 1) % (1 << SEQ_BITS)
+                        c.expected[src] = (c.expected[src] + 1) % (1 << BIST_SEQ_BITS)
             c.flits = (c.flits + 1) & COUNTER_MAX
             self.in_pkt = not last
         return c
@@ -397,40 +341,6 @@ VECTORS = {"bist-gen": _vectors_gen}
 
 
 # -- fabric BIST at the accelerator port (rtl/fabric/bist.py) ----------------------------------
-#: Bits of data per accelerator-port beat (``fusionfabric.sim.chiplet.PORT_BEAT``: one 16-byte slot).
-PORT_DATA_BITS = 128
-#: Message lengths in bytes by length code (= ``fusionfabric.sim.chiplet.LENGTHS``), 4 beats per 64 bytes.
-PORT_LENGTHS = (64, 128, 192, 256)
-PORT_BEATS_PER_CODE = 4
-#: LFSR streams of the port generator and checker (:func:`seed_state`; 0..2 are the switch
-#: BIST's): 3 message draws, 4 load, 5 the checker's backpressure.
-PORT_STREAMS = {"message": 3, "load": 4, "stall": 5}
-#: Planted faults of a port generator (test only): ``flip`` inverts data bit
-#: :data:`PORT_FLIP_BIT` of every beat of message ``fault_at``; ``skip`` gives message
-#: ``fault_at`` the sequence number one past the right one (one number skipped).
-PORT_FAULTS = ("none", "flip", "skip")
-PORT_FLIP_BIT = 100
-#: The fabric BIST control word (``FabricBist.i_bist``), LSB first.
-BIST_CONTROL = Fields([("enable", 1), ("load", 9), ("stall", 8), ("budget", 32)])
-
-
-def check_port_gen_params(n_endpoints, endpoint, max_bytes, seed, fault="none",
-                          fault_at=0) -> None:
-    """Raise ValueError naming the first bad parameter of a port generator."""
-    if not isinstance(n_endpoints, int) or not 2 <= n_endpoints <= MAX_PORTS:
-        raise ValueError(f"n_endpoints={n_endpoints!r} must be an integer in 2..{MAX_PORTS}")
-    if not isinstance(endpoint, int) or not 0 <= endpoint < n_endpoints:
-        raise ValueError(f"endpoint={endpoint!r} must be in 0..{n_endpoints - 1}")
-    if max_bytes not in PORT_LENGTHS:
-        raise ValueError(f"max_bytes={max_bytes!r} is not one of "
-                         f"{', '.join(map(str, PORT_LENGTHS))}")
-    check_seed(seed)
-    if fault not in PORT_FAULTS:
-        raise ValueError(f"fault={fault!r} is not one of {', '.join(PORT_FAULTS)}")
-    if not isinstance(fault_at, int) or not 0 <= fault_at < (1 << 32):
-        raise ValueError(f"fault_at={fault_at!r} must be a 32-bit unsigned integer")
-
-
 @dataclass(frozen=True)
 class PortMessage:
     dest: int
@@ -474,8 +384,8 @@ class PortGenModel:
             dest = d + (d >= self.endpoint)
             code = (((r >> 16) & 0xFF) * self.n_codes) >> 8
             skip = int(self.fault == "skip" and self.count == self.fault_at)
-            seq = (self.next_seq[dest] + skip) % (1 << SEQ_BITS)
-            self.next_seq[dest] = (seq + 1) % (1 << SEQ_BITS)
+            seq = (self.next_seq[dest] + skip) % (1 << BIST_SEQ_BITS)
+            self.next_seq[dest] = (seq + 1) % (1 << BIST_SEQ_BITS)
             out.append(PortMessage(dest, seq, code))
             self.count += 1
         return out
@@ -485,7 +395,7 @@ class PortGenModel:
         ``addr = seq``, ``src`` = endpoint, data beat b = ``make_data(128, src, dest, seq,
         b)`` (``flip``: bit :data:`PORT_FLIP_BIT` inverted in message ``fault_at``). The
         caller numbers messages from 0 in ``msgs``' order for the planted flip."""
-        from fusionfabric.sim.chiplet import PORT_BEAT, Opcode
+        from fusionfabric.formats.chiplet import PORT_BEAT, Opcode
         out = []
         for k, m in enumerate(msgs):
             flip = (1 << PORT_FLIP_BIT) if self.fault == "flip" and k == self.fault_at else 0
@@ -512,7 +422,7 @@ class PortCheckModel:
         self.beat = self.seq = self.src = self.write = 0
 
     def feed(self, words) -> dict:
-        from fusionfabric.sim.chiplet import PORT_BEAT, Opcode
+        from fusionfabric.formats.chiplet import PORT_BEAT, Opcode
         no_data = (Opcode.NULL, Opcode.READ, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK)
         c = self.c
         for w in words:
@@ -541,9 +451,9 @@ class PortCheckModel:
                 if good:
                     if self.seq != exp[self.src]:
                         c["seq_errors"] = _sat(c["seq_errors"] + 1)
-                    exp[self.src] = (self.seq + 1) % (1 << SEQ_BITS)
+                    exp[self.src] = (self.seq + 1) % (1 << BIST_SEQ_BITS)
                 else:
-                    exp[self.src] = (exp[self.src] + 1) % (1 << SEQ_BITS)
+                    exp[self.src] = (exp[self.src] + 1) % (1 << BIST_SEQ_BITS)
         return c
 
     def feed_rsp(self, n_beats: int) -> dict:
@@ -574,6 +484,4 @@ def port_traffic(n_endpoints: int, budget: int, max_bytes: int = 256, seed: int 
     return {"count": count, "beats": beats, "next_seq": next_seq, "messages": msgs}
 
 
-__all__ += ["PORT_DATA_BITS", "PORT_LENGTHS", "PORT_BEATS_PER_CODE", "PORT_STREAMS",
-            "PORT_FAULTS", "PORT_FLIP_BIT", "BIST_CONTROL", "check_port_gen_params",
-            "PortMessage", "PortGenModel", "PortCheckModel", "port_traffic"]
+__all__ += ["PortMessage", "PortGenModel", "PortCheckModel", "port_traffic"]

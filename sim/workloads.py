@@ -75,7 +75,8 @@ import ml_dtypes
 import numpy as np
 
 from fusionfabric.sim import reduce as red
-from fusionfabric.sim.chiplet import LENGTHS, SLOT_BYTES, Message, Opcode, data_slots, length_code
+from fusionfabric.formats.chiplet import LENGTHS, SLOT_BYTES, Opcode
+from fusionfabric.sim.chiplet import Message, data_slots, length_code
 from fusionfabric.formats.switch import CHUNK_BITS, Dtype, Mode, Op
 
 __all__ = [

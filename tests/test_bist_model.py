@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from fusionfabric.sim import bist
-from fusionfabric.sim.bist import (LFSR_ORDER, SIG_BITS, SIGNATURE, TrafficCheckModel, TrafficGenModel,
-                      advance_matrix, apply_matrix, filler_matrix, filler_ref, lfsr_step,
-                      make_data, make_data_array, seed_state, splitmix64)
+from fusionfabric.formats.bist import COUNTER_MAX, LFSR_ORDER, SIG_BITS, SIGNATURE, seed_state, splitmix64
+from fusionfabric.sim.bist import (TrafficCheckModel, TrafficGenModel, advance_matrix, apply_matrix,
+                                   filler_matrix, filler_ref, lfsr_step, make_data,
+                                   make_data_array)
 from fusionfabric.formats.switch import switch_flit
 
 
@@ -216,7 +217,7 @@ def test_checker_counts_misrouted_flit():
 def test_checker_bad_params():
     with pytest.raises(ValueError, match="port=4"):
         TrafficCheckModel(64, 4, 4)
-    assert bist.COUNTER_MAX == 2**32 - 1
+    assert COUNTER_MAX == 2**32 - 1
 
 
 def test_vectors_command_matches_model():

@@ -5,8 +5,10 @@ import zlib
 import numpy as np
 import pytest
 
+from fusionfabric.formats import chiplet as F
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.chiplet import DLHeader, Message, Opcode
+from fusionfabric.formats.chiplet import ChipletParams, Opcode
+from fusionfabric.sim.chiplet import DLHeader, Message
 
 
 def test_crc32_check_value():
@@ -93,9 +95,9 @@ def test_bad_values_named():
     with pytest.raises(ValueError, match="length 100"):
         C.length_code(100)
     with pytest.raises(ValueError, match="tl_per_dl=33"):
-        C.LinkParams(tl_per_dl=33)
+        ChipletParams(tl_per_dl=33)
     with pytest.raises(ValueError, match="replay_depth=6"):
-        C.LinkParams(replay_depth=6)
+        ChipletParams(replay_depth=6)
     with pytest.raises(ValueError, match="needs 64 data bytes"):
         Message(Opcode.WRITE, length=0, data=b"")
 
@@ -125,7 +127,7 @@ def test_every_1_2_3_bit_error_and_32_bit_burst_detected(tl_per_dl):
     * bursts <= 32 bits: the 32 syndromes of every 32-bit window are linearly independent,
       so no non-zero pattern inside any window cancels.
     """
-    n_bits = C.dl_flit_slots(tl_per_dl) * 128
+    n_bits = F.dl_flit_slots(tl_per_dl) * 128
     syn = C.crc_syndromes(n_bits)
     assert np.all(syn != 0)
     assert len(np.unique(syn)) == n_bits

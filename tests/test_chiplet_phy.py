@@ -6,6 +6,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from fusionfabric.rtl.chiplet import PcsToPhy, PhyToPcs
+from fusionfabric.formats import chiplet as F
 from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.pcs import BlockType, control_word
 
@@ -13,7 +14,7 @@ from fusionfabric.formats.pcs import BlockType, control_word
 def _flits(rng, n_flits, tl_per_dl, p_gap):
     """Word stream of ``n_flits`` DL flits (random slots), None rows (no word) between
     flits with probability ``p_gap`` (the DL never pauses inside a flit)."""
-    L = C.dl_flit_slots(tl_per_dl)
+    L = F.dl_flit_slots(tl_per_dl)
     out = []
     for _ in range(n_flits):
         while rng.random() < p_gap:
@@ -98,7 +99,7 @@ def test_model_resynchronises_within_start_every(damage):
         if nxt is None:
             continue
         # the next START row comes within start_every flits of the damage
-        assert sum(1 for r in rows[j:nxt] if r[0] == "data") <= K * C.dl_flit_slots(tl)
+        assert sum(1 for r in rows[j:nxt] if r[0] == "data") <= K * F.dl_flit_slots(tl)
         shift = {"drop": -1, "extra": 1}.get(damage, 0)
         assert got[nxt + 1 + shift:] == ref[nxt + 1:], (damage, trial, j, nxt)
         if damage == "error" and rows[j][0] == "data":

@@ -9,8 +9,10 @@ from amaranth.sim import Simulator
 
 from fusionfabric.rtl.blocks import BlockError, get_block
 from fusionfabric.rtl.chiplet import DataLinkTx, TransactionTx
+from fusionfabric.formats import chiplet as F
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.chiplet import DLHeader, Opcode
+from fusionfabric.formats.chiplet import Opcode
+from fusionfabric.sim.chiplet import DLHeader
 
 
 def _run(dut, bench, cycles_s=1e-8):
@@ -91,17 +93,17 @@ def _tx_capture(dut, tl_flits, cycles, ack=5, freed=(3, 7)):
         ctx.set(dut.i_rx_expected, ack)
         ctx.set(dut.i_freed0, freed[0])
         ctx.set(dut.i_freed1, freed[1])
-        for _ in range(3 + 2 * C.dl_flit_slots(dut.tl_per_dl)):
+        for _ in range(3 + 2 * F.dl_flit_slots(dut.tl_per_dl)):
             await ctx.delay(1e-10)
             if ctx.get(dut.o_phy.valid):
-                words.append(C.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
+                words.append(F.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
             await ctx.tick()
         # the peer's bring-up flit: init, has seen us, buffer sizes 16/16
-        ctx.set(dut.i_rx_hdr.as_value(), C.DL_HEADER.pack(init=1, init_seen=1, credit0=16, credit1=16))
+        ctx.set(dut.i_rx_hdr.as_value(), F.DL_HEADER.pack(init=1, init_seen=1, credit0=16, credit1=16))
         ctx.set(dut.i_rx_good, 1)
         await ctx.delay(1e-10)
         if ctx.get(dut.o_phy.valid):
-            words.append(C.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
+            words.append(F.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
         await ctx.tick()
         ctx.set(dut.i_rx_good, 0)
         i = 0
@@ -109,14 +111,14 @@ def _tx_capture(dut, tl_flits, cycles, ack=5, freed=(3, 7)):
             if i < len(tl_flits):
                 vc, flit = tl_flits[i]
                 ctx.set(dut.i_tl.valid, 1)
-                ctx.set(dut.i_tl.payload.as_value(), C.TL_FLIT.pack(
+                ctx.set(dut.i_tl.payload.as_value(), F.TL_FLIT.pack(
                     data=int.from_bytes(flit, "little"), vc=vc))
             else:
                 ctx.set(dut.i_tl.valid, 0)
             await ctx.delay(1e-10)
             fire = i < len(tl_flits) and ctx.get(dut.i_tl.ready)
             if ctx.get(dut.o_phy.valid):
-                words.append(C.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
+                words.append(F.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
             await ctx.tick()
             if fire:
                 i += 1
@@ -129,7 +131,7 @@ def _tx_capture(dut, tl_flits, cycles, ack=5, freed=(3, 7)):
             flits.append(cur)
         if cur is not None:
             cur.append(w["data"])
-    return [C.slots_to_flit(f) for f in flits if len(f) == C.dl_flit_slots(dut.tl_per_dl)]
+    return [C.slots_to_flit(f) for f in flits if len(f) == F.dl_flit_slots(dut.tl_per_dl)]
 
 
 @pytest.mark.parametrize("tl_per_dl", [2, 3])

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from fusionfabric.sim.chiplet import Opcode
+from fusionfabric.formats.chiplet import Opcode
 from fusionfabric.cli import main
 from fusionfabric.commands import demo
 

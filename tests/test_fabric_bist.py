@@ -18,8 +18,9 @@ from amaranth.sim import Simulator
 
 from fusionfabric.rtl.blocks import BlockError, get_block
 from fusionfabric.rtl.fabric.bist import FabricBist, PortTrafficCheck, PortTrafficGen
-from fusionfabric.sim.bist import PORT_FLIP_BIT, PortCheckModel, PortGenModel, port_traffic
-from fusionfabric.sim.chiplet import PORT_BEAT, Opcode
+from fusionfabric.formats.bist import PORT_FLIP_BIT
+from fusionfabric.sim.bist import PortCheckModel, PortGenModel, port_traffic
+from fusionfabric.formats.chiplet import PORT_BEAT, Opcode
 
 
 def _run(dut, bench):

@@ -10,8 +10,10 @@ from amaranth.sim import Simulator
 
 from fusionfabric.rtl.fabric.bridge import EgressBridge, IngressBridge, ResultPacker
 from fusionfabric.rtl.fabric.fault import LaneFault, threshold_ber, xorshift32_step
+from fusionfabric.formats import chiplet as F
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.chiplet import PORT_BEAT, Message, Opcode
+from fusionfabric.formats.chiplet import PORT_BEAT, Opcode
+from fusionfabric.sim.chiplet import Message
 from fusionfabric.formats.switch import Kind, switch_flit
 
 FLIT = switch_flit(128)
@@ -207,7 +209,7 @@ def test_egress_reassembles_interleaved_packets(seed):
         beats = got[key]
         msgs, i = [], 0
         while i < len(beats):
-            f = C.TL_HEADER.unpack(beats[i] >> 128)
+            f = F.TL_HEADER.unpack(beats[i] >> 128)
             k = max(1, C.data_slots(f["opcode"], f["length"]))
             msgs.append(Message.from_beats(beats[i:i + k]))
             i += k

@@ -9,7 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from fusionfabric.sim.chiplet import Message, Opcode
+from fusionfabric.formats.chiplet import Opcode
+from fusionfabric.sim.chiplet import Message
 from fusionfabric.sim.workloads import (AllReduceInNetwork, AllReduceRing, IdealNetwork, MoEAllToAll,
                            Region, WORKLOADS, make_workload, region_addr, result_granules,
                            result_message, ring_reference, split_addr)

@@ -61,9 +61,9 @@ def run(args):
         raise CliError(f"--sim {args.sim!r} is not one of {', '.join(SIMS)}")
     block = get_block("chiplet")
     params = block.resolve(parse_sets(block, args.set))
-    from fusionfabric.sim.chiplet import LinkParams
+    from fusionfabric.formats.chiplet import ChipletParams
     try:
-        LinkParams(**params)
+        ChipletParams(**params)
     except (TypeError, ValueError) as exc:
         raise CliError(f"--set: {exc}") from None
     if args.sim == "amaranth":

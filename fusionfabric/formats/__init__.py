@@ -8,9 +8,15 @@ is written once.
 
 Modules
 -------
+bist
+    The built-in self-test's PRBS31 LFSR, seeds, data signature, parameter checks and the
+    fabric BIST control word.
 bitfields
     :class:`~fusionfabric.formats.bitfields.Fields`, an ordered bit layout with scalar and
     vectorized pack/unpack and an Amaranth ``StructLayout`` adapter.
+chiplet
+    The chiplet link's TL and DL layouts, opcodes, widths, PHY parameter checks and
+    :class:`~fusionfabric.formats.chiplet.ChipletParams`.
 pcs
     64b/66b sync headers, block and marker layouts, control block types, lock constants and
     parameter checks (IEEE 802.3 cl. 49, cl. 82).

@@ -1,6 +1,6 @@
-"""The chiplet interface: accelerator port, transaction layer, data-link layer (issue 4).
+"""The chiplet interface: accelerator port, transaction layer, data-link layer (docs/protocol.md).
 
-See docs/protocol.md. Formats come from :mod:`fusionfabric.sim.chiplet`.
+See docs/protocol.md. Formats come from :mod:`fusionfabric.formats.chiplet`.
 """
 
 from fusionfabric.rtl.blocks import Block, Param

@@ -6,7 +6,7 @@ from amaranth import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from fusionfabric.sim.chiplet import SRC_BITS
+from fusionfabric.formats.chiplet import SRC_BITS
 from .common import STATUS, check_params, phy_layout, port_layout
 from .dl_rx import DataLinkRx
 from .dl_tx import DataLinkTx

@@ -1,11 +1,11 @@
-"""Layouts and small helpers shared by the chiplet RTL (built from :mod:`fusionfabric.sim.chiplet`)."""
+"""Layouts and small helpers shared by the chiplet RTL (built from :mod:`fusionfabric.formats.chiplet`)."""
 
 from __future__ import annotations
 
 from amaranth import Const, Mux, Signal
-from amaranth.lib import data
 
-from fusionfabric.sim.chiplet import PHY_WORD, PORT_BEAT, SEQ_BITS, STATUS, TL_FLIT, LinkParams, Opcode
+from fusionfabric.formats.chiplet import (PHY_WORD, PORT_BEAT, SEQ_BITS, STATUS, TL_FLIT, ChipletParams,
+                                         Opcode)
 
 __all__ = ["PHY_WORD", "TL_FLIT", "STATUS", "phy_layout", "tl_layout", "port_layout",
            "data_slots", "valid_opcode", "check_params", "LINK_DOWN",
@@ -50,8 +50,8 @@ def check_params(tl_per_dl, replay_depth, rx_credits, replay_timeout, close_time
                         ("close_timeout", close_timeout)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError(f"{name}={value!r} must be an int")
-    return LinkParams(tl_per_dl=tl_per_dl, replay_depth=replay_depth, rx_credits=rx_credits,
-                      replay_timeout=replay_timeout, close_timeout=close_timeout)
+    return ChipletParams(tl_per_dl=tl_per_dl, replay_depth=replay_depth, rx_credits=rx_credits,
+                         replay_timeout=replay_timeout, close_timeout=close_timeout)
 
 
 def sat_inc(m, counter: Signal, cond):

@@ -8,7 +8,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
-from fusionfabric.sim.chiplet import DL_HEADER, SEQ_BITS, SLOT_BITS
+from fusionfabric.formats.chiplet import DL_HEADER, SEQ_BITS, SLOT_BITS
 from .common import check_params, phy_layout, sat_inc, seq_dist
 
 __all__ = ["DataLinkRx"]
@@ -34,7 +34,7 @@ class DataLinkRx(wiring.Component):
     Parameters
     ----------
     tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
-        See :class:`fusionfabric.sim.chiplet.LinkParams`.
+        See :class:`fusionfabric.formats.chiplet.ChipletParams`.
 
     Members
     -------

@@ -8,7 +8,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
-from fusionfabric.sim.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SLOT_BITS
+from fusionfabric.formats.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SLOT_BITS
 from .common import (LINK_ACTIVE, LINK_DOWN, LINK_INIT, check_params, phy_layout, sat_inc,
                      seq_dist, tl_layout)
 
@@ -48,7 +48,7 @@ class DataLinkTx(wiring.Component):
     Parameters
     ----------
     tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
-        See :class:`fusionfabric.sim.chiplet.LinkParams` (same names, same checks).
+        See :class:`fusionfabric.formats.chiplet.ChipletParams` (same names, same checks).
 
     Members
     -------

@@ -17,7 +17,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.chiplet import check_phy_params, dl_flit_slots
+from fusionfabric.formats.chiplet import check_phy_params, dl_flit_slots
 from fusionfabric.formats.pcs import WORD, BlockType, control_word
 
 from .common import PHY_WORD

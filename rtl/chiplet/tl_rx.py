@@ -6,7 +6,7 @@ from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.chiplet import CREDIT_BITS, SLOT_BITS
+from fusionfabric.formats.chiplet import CREDIT_BITS, SLOT_BITS, TL_HEADER
 from .common import data_slots, port_layout
 
 __all__ = ["TransactionRx"]
@@ -51,7 +51,6 @@ class TransactionRx(wiring.Component):
         freed = Signal(CREDIT_BITS)
         m.d.comb += self.o_freed.eq(freed)
         slot = self.i_slot.payload
-        from fusionfabric.sim.chiplet import TL_HEADER
         op = slot[:4]
         length = slot[TL_HEADER.offsets["length"]:TL_HEADER.offsets["length"] + 2]
         nds = Signal(5)

@@ -6,7 +6,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.sim.chiplet import SLOT_BITS, SRC_BITS, TL_HEADER
+from fusionfabric.formats.chiplet import SLOT_BITS, SRC_BITS, TL_HEADER
 from .common import data_slots, port_layout, sat_inc, tl_layout, valid_opcode
 
 __all__ = ["TransactionTx"]

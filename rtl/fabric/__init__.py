@@ -1,4 +1,4 @@
-"""The fabric of issue 7: endpoints, links through the PCS with lane faults, switch-side
+"""The fabric: endpoints, links through the PCS with lane faults, switch-side
 chiplets, bridges and the reducing switch (docs/fabric.md)."""
 
 from fusionfabric.rtl.blocks import Block, Param

@@ -5,7 +5,7 @@
 :class:`FabricBist` is :class:`fusionfabric.rtl.fabric.Fabric` with one of each per endpoint and every
 counter on a port, so a test (or an FPGA) only configures, starts, waits and reads
 counters. The LFSR and data-signature logic are those of :mod:`fusionfabric.rtl.bist` (generated from
-the matrices of :mod:`fusionfabric.sim.bist`); :class:`fusionfabric.sim.bist.PortGenModel` predicts every message
+the PRBS31 recurrence); :class:`fusionfabric.sim.bist.PortGenModel` predicts every message
 (docs/bist.md, "Fabric BIST").
 """
 
@@ -15,13 +15,14 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from fusionfabric.rtl.bist import COUNTER_BITS, _eq, _sat_inc, gf2_apply, make_data
+from fusionfabric.rtl.bist import COUNTER_BITS, _eq, _sat_inc, advance_matrix, gf2_apply, make_data
 from fusionfabric.rtl.blocks import Block, Param
 from fusionfabric.rtl.chiplet.common import data_slots, port_layout
-from fusionfabric.sim.bist import (BEAT_BITS, BIST_CONTROL, LFSR_ORDER, PORT_DATA_BITS, PORT_FAULTS,
-                      PORT_FLIP_BIT, PORT_LENGTHS, PORT_STREAMS, SEQ_BITS, advance_matrix,
-                      apply_matrix, check_port_gen_params, seed_state)
-from fusionfabric.sim.chiplet import Opcode
+from fusionfabric.formats.bist import (BEAT_BITS, BIST_CONTROL, BIST_SEQ_BITS, LFSR_ORDER,
+                                      PORT_DATA_BITS, PORT_FAULTS, PORT_FLIP_BIT, PORT_LENGTHS,
+                                      PORT_STREAMS, check_port_gen_params, seed_state)
+from fusionfabric.rtl.hdl import gf2_apply_int
+from fusionfabric.formats.chiplet import Opcode
 
 from .fabric import Fabric
 
@@ -51,7 +52,7 @@ class PortTrafficGen(wiring.Component):
         lengths up to it.
     seed : int
         32-bit seed of the message and load LFSRs (streams 3 and 4 of
-        ``fusionfabric.sim.bist.seed_state``).
+        ``fusionfabric.formats.bist.seed_state``).
     fault, fault_at : str, int
         Test only (a checker must be able to fail): ``"flip"`` inverts data bit 100 of
         every beat of message ``fault_at`` (counting from 0); ``"skip"`` gives message
@@ -102,16 +103,16 @@ class PortTrafficGen(wiring.Component):
             "o_beats": Out(COUNTER_BITS),
             "o_started": Out(COUNTER_BITS),
             "o_done": Out(1),
-            "o_next_seq": Out(SEQ_BITS).array(n_endpoints),
+            "o_next_seq": Out(BIST_SEQ_BITS).array(n_endpoints),
         })
 
     def elaborate(self, platform):
         m = Module()
         n, me = self.n_endpoints, self.endpoint
         a31, a8 = advance_matrix(LFSR_ORDER), advance_matrix(8)
-        msg_r = Signal(LFSR_ORDER, init=apply_matrix(
+        msg_r = Signal(LFSR_ORDER, init=gf2_apply_int(
             a31, seed_state(self.seed, me, PORT_STREAMS["message"])))
-        load_r = Signal(LFSR_ORDER, init=apply_matrix(
+        load_r = Signal(LFSR_ORDER, init=gf2_apply_int(
             a8, seed_state(self.seed, me, PORT_STREAMS["load"])))
         m.d.sync += load_r.eq(gf2_apply(a8, load_r))
 
@@ -123,7 +124,7 @@ class PortTrafficGen(wiring.Component):
                      next_dest.eq(d + (d >= me) if me else d + 1),
                      next_code.eq((msg_r[16:24] * self.n_codes)[8:10])]
 
-        seqs = Array(Signal(SEQ_BITS, name=f"next_seq{i}") for i in range(n))
+        seqs = Array(Signal(BIST_SEQ_BITS, name=f"next_seq{i}") for i in range(n))
         for i in range(n):
             m.d.comb += self.o_next_seq[i].eq(seqs[i])
 
@@ -131,7 +132,7 @@ class PortTrafficGen(wiring.Component):
         dest = Signal(8)
         code = Signal(2)
         beat = Signal(BEAT_COUNT_BITS)
-        seq = Signal(SEQ_BITS)
+        seq = Signal(BIST_SEQ_BITS)
         started = Signal(COUNTER_BITS)
         flip = Signal()
 
@@ -208,7 +209,7 @@ class PortTrafficCheck(wiring.Component):
     endpoint : int
         This checker's endpoint (the destination every message must carry).
     seed : int
-        32-bit seed of the backpressure LFSR (stream 5 of ``fusionfabric.sim.bist.seed_state``).
+        32-bit seed of the backpressure LFSR (stream 5 of ``fusionfabric.formats.bist.seed_state``).
 
     Members
     -------
@@ -249,14 +250,14 @@ class PortTrafficCheck(wiring.Component):
             "o_data_errors": Out(COUNTER_BITS),
             "o_unexpected": Out(COUNTER_BITS),
             "o_rsp_beats": Out(COUNTER_BITS),
-            "o_expected": Out(SEQ_BITS).array(n_endpoints),
+            "o_expected": Out(BIST_SEQ_BITS).array(n_endpoints),
         })
 
     def elaborate(self, platform):
         m = Module()
         n, me = self.n_endpoints, self.endpoint
         a8 = advance_matrix(8)
-        stall_r = Signal(LFSR_ORDER, init=apply_matrix(
+        stall_r = Signal(LFSR_ORDER, init=gf2_apply_int(
             a8, seed_state(self.seed, me, PORT_STREAMS["stall"])))
         m.d.sync += stall_r.eq(gf2_apply(a8, stall_r))
         i = self.i_req
@@ -271,20 +272,20 @@ class PortTrafficCheck(wiring.Component):
         with m.If(i.valid & i.ready):
             m.d.sync += r.eq(i.payload)
 
-        expected = Array(Signal(SEQ_BITS, name=f"expected{k}") for k in range(n))
+        expected = Array(Signal(BIST_SEQ_BITS, name=f"expected{k}") for k in range(n))
         for k in range(n):
             m.d.comb += self.o_expected[k].eq(expected[k])
         in_msg = Signal()
         beat = Signal(BEAT_COUNT_BITS)
         last_beat = Signal(BEAT_COUNT_BITS)
-        msg_seq = Signal(SEQ_BITS)
+        msg_seq = Signal(BIST_SEQ_BITS)
         msg_src = Signal(8)
         msg_write = Signal()
 
         starts = ~in_msg
         beat_now = Signal(BEAT_COUNT_BITS)
         last_now = Signal(BEAT_COUNT_BITS)
-        seq_now = Signal(SEQ_BITS)
+        seq_now = Signal(BIST_SEQ_BITS)
         src_now = Signal(8)
         write_now = Signal()
         slots = Signal(range(17))
@@ -294,7 +295,7 @@ class PortTrafficCheck(wiring.Component):
             slots.eq(data_slots(r.opcode, r.length)),
             beat_now.eq(Mux(starts, 0, beat + 1)),
             last_now.eq(Mux(starts, Mux(slots.any(), slots - 1, 0), last_beat)),
-            seq_now.eq(Mux(starts, r.addr[:SEQ_BITS], msg_seq)),
+            seq_now.eq(Mux(starts, r.addr[:BIST_SEQ_BITS], msg_seq)),
             src_now.eq(Mux(starts, r.src, msg_src)),
             write_now.eq(Mux(starts, r.opcode == Opcode.WRITE, msg_write)),
             good.eq((src_now < n) & _eq(r.dest, me) & (r.data == want)),
@@ -303,7 +304,7 @@ class PortTrafficCheck(wiring.Component):
         # Stage 2 (t+1): message state and the comparison, registered.
         c_valid, c_good, c_starts, c_write, c_src_ok = (
             Signal(name=f"c_{k}") for k in ("valid", "good", "starts", "write", "src_ok"))
-        c_seq = Signal(SEQ_BITS)
+        c_seq = Signal(BIST_SEQ_BITS)
         c_src = Signal(8)
         m.d.sync += [c_valid.eq(r_valid), c_good.eq(good), c_starts.eq(starts),
                      c_write.eq(write_now), c_src_ok.eq(src_now < n), c_seq.eq(seq_now),
@@ -407,14 +408,14 @@ class FabricBist(wiring.Component):
             "o_gen_messages": Out(COUNTER_BITS).array(n),
             "o_gen_beats": Out(COUNTER_BITS).array(n),
             "o_gen_done": Out(n),
-            "o_gen_next_seq": Out(SEQ_BITS).array(n, n),
+            "o_gen_next_seq": Out(BIST_SEQ_BITS).array(n, n),
             "o_chk_messages": Out(COUNTER_BITS).array(n),
             "o_chk_beats": Out(COUNTER_BITS).array(n),
             "o_seq_errors": Out(COUNTER_BITS).array(n),
             "o_data_errors": Out(COUNTER_BITS).array(n),
             "o_unexpected": Out(COUNTER_BITS).array(n),
             "o_rsp_beats": Out(COUNTER_BITS).array(n),
-            "o_chk_expected": Out(SEQ_BITS).array(n, n),
+            "o_chk_expected": Out(BIST_SEQ_BITS).array(n, n),
         })
         super().__init__(sig)
 

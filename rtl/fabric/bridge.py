@@ -1,5 +1,5 @@
-"""Bridges between a switch-side chiplet's accelerator port (``fusionfabric.sim.chiplet.PORT_BEAT``) and a
-switch port (``fusionfabric.sim.layouts.switch_flit(128)``). Formats: docs/fabric.md."""
+"""Bridges between a switch-side chiplet's accelerator port (``fusionfabric.formats.chiplet.PORT_BEAT``) and a
+switch port (``fusionfabric.formats.switch.switch_flit(128)``). Formats: docs/fabric.md."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.chiplet.common import data_slots, port_layout
-from fusionfabric.sim.chiplet import SLOT_BITS, Opcode
+from fusionfabric.formats.chiplet import SLOT_BITS, Opcode
 from fusionfabric.formats.switch import CHUNK_BITS, Kind, switch_flit
 
 __all__ = ["IngressBridge", "EgressBridge", "ResultPacker", "Reassembly", "beat_layout",
@@ -229,7 +229,7 @@ class ResultPacker(wiring.Component):
 
     Results of one group are collected; a message is formed when four are collected, when
     ``timeout`` cycles have passed since the first one of the collection, or when a result
-    of another group arrives. The message (``fusionfabric.sim.chiplet.Opcode.RESULT``, length code 0 =
+    of another group arrives. The message (``fusionfabric.formats.chiplet.Opcode.RESULT``, length code 0 =
     four beats, ``src`` = :data:`SWITCH_SRC`) has ``dest`` = group, ``chunk`` = chunk of
     beat 0, ``addr`` bits [0:16], [16:32], [32:48] = chunks of beats 1..3, ``status`` =
     count − 1; beats past the count carry zeros. A formed message moves to an output

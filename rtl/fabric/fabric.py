@@ -1,5 +1,5 @@
 """The fabric: endpoints' chiplets → PCS → faulty lanes → PCS → switch-side chiplets →
-bridges → switch with reduction units, and back (issue 7, docs/fabric.md)."""
+bridges → switch with reduction units, and back (docs/fabric.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fusionfabric.rtl.pcs import PcsRx, PcsTx
 from fusionfabric.rtl.switch.group_table import config_layout
 from fusionfabric.rtl.switch.top import Switch, stats_layout, unit_stats_layout
 from fusionfabric.formats.bitfields import Fields
-from fusionfabric.sim.chiplet import LinkParams, SLOT_BITS
+from fusionfabric.formats.chiplet import SLOT_BITS, ChipletParams
 from fusionfabric.formats.pcs import check_params as pcs_check
 
 from .bridge import EgressBridge, IngressBridge
@@ -88,7 +88,7 @@ class Fabric(wiring.Component):
     o_req, o_rsp : Out(stream.Signature(PORT_BEAT)).array(n_endpoints)
         Requests for accelerator ``e`` and responses to its requests.
     i_config : In(stream.Signature(config_layout(n_endpoints)))
-        Switch group-table writes (``fusionfabric.sim.layouts.group_entry``), always ready.
+        Switch group-table writes (``fusionfabric.formats.switch.group_entry``), always ready.
     i_fault : In(stream.Signature(fault_layout()))
         Lane fault settings, always ready: writes ``threshold`` and ``dark`` of lane
         ``lane`` (:func:`lane_index`; ``all``: every lane) and slips it by ``slip`` bits
@@ -134,7 +134,7 @@ class Fabric(wiring.Component):
         self.chiplet_params = dict(tl_per_dl=tl_per_dl, replay_depth=replay_depth,
                                    rx_credits=rx_credits, replay_timeout=replay_timeout,
                                    close_timeout=close_timeout)
-        LinkParams(**self.chiplet_params)
+        ChipletParams(**self.chiplet_params)
         self.n_endpoints = n_endpoints
         self.n_lanes = n_lanes
         self.am_period = am_period

@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.bist import TrafficCheck, TrafficGen
 from fusionfabric.rtl.switch.top import Switch
-from fusionfabric.sim.bist import SEQ_BITS
+from fusionfabric.formats.bist import BIST_SEQ_BITS as SEQ_BITS
 
 __all__ = ["BistHarness", "FAULTS"]
 

@@ -14,7 +14,8 @@ from collections import deque
 import numpy as np
 
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.chiplet import STATUS, MemoryModel, Message, Opcode
+from fusionfabric.formats.chiplet import STATUS, Opcode
+from fusionfabric.sim.chiplet import MemoryModel, Message
 
 NODE = {"a": 1, "b": 2}
 

@@ -13,7 +13,8 @@ import cocotb
 from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge, Timer
 
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.chiplet import STATUS, MemoryModel, Message, Opcode
+from fusionfabric.formats.chiplet import STATUS, Opcode
+from fusionfabric.sim.chiplet import MemoryModel, Message
 from fusionfabric.tb.common.scoreboard import ScoreboardError
 from fusionfabric.tb.common.stream import StreamSink, StreamSource
 from fusionfabric.tb.common.tb import TB

@@ -11,7 +11,7 @@ from __future__ import annotations
 import cocotb
 
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.chiplet import Opcode
+from fusionfabric.formats.chiplet import Opcode
 from fusionfabric.tb.chiplet.link import LinkTB
 from fusionfabric.tb.common.coverage import cover_cross, cover_point, export_coverage
 

@@ -9,7 +9,8 @@ import json
 from collections import deque
 
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.chiplet import Message, Opcode
+from fusionfabric.formats.chiplet import Opcode
+from fusionfabric.sim.chiplet import Message
 
 __all__ = ["run_workload"]
 

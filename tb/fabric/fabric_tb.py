@@ -13,7 +13,8 @@ from cocotb.triggers import ClockCycles, Event, FallingEdge, ReadOnly
 from fusionfabric.rtl.fabric.fabric import FAULT, LINK_STATUS, lane_index
 from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.bitfields import Fields
-from fusionfabric.sim.chiplet import STATUS, MemoryModel, Message, Opcode
+from fusionfabric.formats.chiplet import STATUS, Opcode
+from fusionfabric.sim.chiplet import MemoryModel, Message
 from fusionfabric.formats.switch import GROUP_BITS, group_entry
 from fusionfabric.tb.chiplet.link import Assembler, LinkScoreboard
 from fusionfabric.tb.common.scoreboard import ScoreboardError

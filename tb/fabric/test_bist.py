@@ -31,9 +31,10 @@ from cocotb.utils import get_sim_time
 
 from fusionfabric.rtl.fabric.fabric import FAULT, LINK_STATUS
 from fusionfabric.rtl.fabric.fault import ber_threshold
-from fusionfabric.sim.bist import BIST_CONTROL, SEQ_BITS, port_traffic
+from fusionfabric.formats.bist import BIST_CONTROL, BIST_SEQ_BITS as SEQ_BITS
+from fusionfabric.sim.bist import port_traffic
 from fusionfabric.formats.bitfields import Fields
-from fusionfabric.sim.chiplet import STATUS
+from fusionfabric.formats.chiplet import STATUS
 from fusionfabric.tb.common.stream import to_int
 from fusionfabric.tb.common.tb import TB
 from fusionfabric.tb.fabric.fabric_tb import LINK_ACTIVE, SWITCH_STATS

@@ -45,7 +45,8 @@ from cocotb.triggers import ClockCycles, FallingEdge
 
 from fusionfabric.rtl.fabric.fault import ber_threshold
 from fusionfabric.sim import chiplet as C
-from fusionfabric.sim.chiplet import Message, Opcode
+from fusionfabric.formats.chiplet import Opcode
+from fusionfabric.sim.chiplet import Message
 from fusionfabric.formats.switch import Dtype, Mode, Op
 from fusionfabric.sim.reduce import pack_flit, random_bits, reduce_flits
 from fusionfabric.tb.common.coverage import cover_point

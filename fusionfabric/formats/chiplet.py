@@ -1,0 +1,193 @@
+"""Formats of the chiplet link: TL and DL layouts, opcodes, widths and the link parameters.
+
+Shared by the chiplet RTL (:mod:`fusionfabric.rtl.chiplet`, which builds its ``StructLayout``
+views from these :class:`~fusionfabric.formats.bitfields.Fields`) and the numpy model
+(:mod:`fusionfabric.sim.chiplet`, which packs and unpacks through them). The format is
+specified in ``docs/protocol.md``.
+
+Units: a slot is 128 bits (16 bytes, little-endian); a TL flit is 64 bytes = 4 slots of one
+virtual channel; a DL flit is ``tl_per_dl`` TL flits and one trailer slot (96-bit DL header
+and CRC-32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from .bitfields import Fields
+from .switch import CHUNK_BITS, DEST_BITS, SRC_BITS
+
+__all__ = [
+    "SLOT_BITS", "SLOT_BYTES", "SLOTS_PER_TL", "TL_BYTES", "SEQ_BITS", "CREDIT_BITS",
+    "TAG_BITS", "ADDR_BITS", "MAX_TL_PER_DL", "SRC_BITS", "Opcode", "Status", "VC",
+    "LENGTHS", "TL_HEADER", "PORT_BEAT", "DL_HEADER", "DL_TRAILER", "PHY_WORD", "TL_FLIT",
+    "STATUS", "dl_flit_slots", "check_tl_per_dl", "MAX_START_EVERY", "check_phy_params",
+    "ChipletParams",
+]
+
+SLOT_BITS = 128
+SLOT_BYTES = 16
+SLOTS_PER_TL = 4
+TL_BYTES = 64
+#: Sequence-number width of DL flits (the space must exceed twice the replay window).
+SEQ_BITS = 10
+#: Width of the cumulative credit counters returned per VC (mod 2**CREDIT_BITS).
+CREDIT_BITS = 12
+TAG_BITS = 8
+ADDR_BITS = 57
+#: Largest ``tl_per_dl`` (the DL header holds one VC bit per TL flit).
+MAX_TL_PER_DL = 32
+
+
+class Opcode(IntEnum):
+    NULL = 0          #: padding slot (only where a header is expected)
+    WRITE = 1
+    READ = 2
+    ATOMIC_ADD = 3    #: element-wise int32 add of the payload into memory; acknowledged
+    MULTICAST = 4     #: write to every member of group ``dest`` (posted)
+    REDUCE = 5        #: contribute payload to group ``dest``, chunk ``chunk`` (posted)
+    RESULT = 6        #: reduction results from the switch to a member (posted; sent only by
+    #: the switch side of a fabric link, docs/fabric.md gives the chunk ids' placement)
+    READ_CPL = 8      #: read completion with data
+    WRITE_ACK = 9
+    ATOMIC_ACK = 10
+
+
+class Status(IntEnum):
+    OK = 0
+    ERROR = 1         #: e.g. address out of range at the completer
+    UNSUPPORTED = 2
+
+
+class VC(IntEnum):
+    REQ = 0
+    RSP = 1
+
+
+#: Request/response lengths in bytes, by 2-bit ``length`` code.
+LENGTHS = (64, 128, 192, 256)
+
+#: The TL header slot (one slot, LSB first).
+TL_HEADER = Fields([
+    ("opcode", 4),
+    ("length", 2),        # LENGTHS[length]
+    ("status", 2),        # responses: Status
+    ("tag", TAG_BITS),
+    ("dest", DEST_BITS),  # node id (unicast, responses) or group id (MULTICAST, REDUCE)
+    ("src", SRC_BITS),    # stamped by the sending chiplet from its node id
+    ("op", 2),            # REDUCE: sim.layouts.Op
+    ("dtype", 3),         # REDUCE: sim.layouts.Dtype
+    ("rsvd0", 3),
+    ("chunk", CHUNK_BITS),  # REDUCE: chunk id
+    ("addr", ADDR_BITS),
+    ("rsvd1", 15),
+])
+assert TL_HEADER.width == SLOT_BITS
+
+#: One beat on the accelerator port (requests in/out, responses in/out): the header fields
+#: (valid on every beat of a message, sampled on the first) and 16 bytes of data.
+PORT_BEAT = Fields([("data", SLOT_BITS)] + list(TL_HEADER.fields))
+
+#: The 96-bit DL header at the bottom of the trailer slot.
+DL_HEADER = Fields([
+    ("seq", SEQ_BITS),        # sequence number (data flits only)
+    ("data", 1),              # 1: carries TL flits, is sequenced and replayable
+    ("n_tl", 6),              # valid TL flits (a prefix of the tl_per_dl positions)
+    ("vc", MAX_TL_PER_DL),    # bit j: VC of TL flit j
+    ("ack", SEQ_BITS),        # cumulative: every seq before this one was received
+    ("nak", 1),               # please replay from ``ack``
+    ("init", 1),              # bring-up flit; credit fields carry the buffer sizes
+    ("init_seen", 1),         # sender has received a good flit from this side since init
+    ("credit0", CREDIT_BITS),  # cumulative TL flits freed on VC 0 (init: VC 0 buffer size)
+    ("credit1", CREDIT_BITS),  # same for VC 1
+    ("rsvd", 10),
+])
+assert DL_HEADER.width == 96
+
+DL_TRAILER = Fields(list(DL_HEADER.fields) + [("crc", 32)])
+assert DL_TRAILER.width == SLOT_BITS
+
+
+#: One word on the PHY side: a slot and ``first`` (first slot of a DL flit), the flit
+#: delimiter a PCS carries in its block type.
+PHY_WORD = Fields([("data", SLOT_BITS), ("first", 1)])
+#: A TL flit between the transaction and data-link layers.
+TL_FLIT = Fields([("data", TL_BYTES * 8), ("vc", 1)])
+#: Status and counters of one chiplet (all counters saturate).
+STATUS = Fields([
+    ("state", 2),            # 0 down, 1 init, 2 active
+    ("replays", 16),         # go-back-N rewinds (NAK or timeout)
+    ("timeouts", 16),        # rewinds caused by the replay timer
+    ("crc_err", 16),         # received DL flits failing CRC
+    ("seq_err", 16),         # good-CRC data flits ahead of the expected sequence (gap)
+    ("dup", 16),             # good-CRC data flits behind it (duplicates, dropped)
+    ("frame_err", 16),       # DL flits cut short by a new ``first``
+    ("credit_err", 8),       # credit returns out of range (ignored)
+    ("bad_op", 8),           # accelerator beats with an opcode invalid on their port (dropped)
+    ("overflow", 8),         # TL flits that found a full receive buffer (never, with credits)
+    ("tx_flits", 32),        # data DL flits sent, first transmissions
+    ("tx_replayed", 32),     # data DL flits sent again
+    ("rx_flits", 32),        # data DL flits accepted in sequence
+    ("replay_pos", 6),       # replay-buffer entry the latest go-back-N restarted from
+])
+
+
+
+# -- DL framing and PHY parameters -------------------------------------------------------------
+
+def dl_flit_slots(tl_per_dl: int) -> int:
+    """Slots of one DL flit on the wire."""
+    return SLOTS_PER_TL * tl_per_dl + 1
+
+
+def check_tl_per_dl(tl_per_dl: int):
+    if not 1 <= int(tl_per_dl) <= MAX_TL_PER_DL:
+        raise ValueError(f"tl_per_dl={tl_per_dl} must be in 1..{MAX_TL_PER_DL}")
+
+
+#: Most DL flits between two START rows (``start_every``) the PHY adapters accept.
+MAX_START_EVERY = 4096
+
+
+def check_phy_params(tl_per_dl: int, start_every: int) -> None:
+    """Validate the PHY adapter parameters or raise ValueError naming the bad value."""
+    if not isinstance(tl_per_dl, int) or isinstance(tl_per_dl, bool):
+        raise ValueError(f"tl_per_dl={tl_per_dl!r} must be an int")
+    check_tl_per_dl(tl_per_dl)
+    if (not isinstance(start_every, int) or isinstance(start_every, bool)
+            or not 1 <= start_every <= MAX_START_EVERY):
+        raise ValueError(f"start_every={start_every!r} must be an int in 1..{MAX_START_EVERY}")
+
+
+
+@dataclass(frozen=True)
+class ChipletParams:
+    """The chiplet's parameters (same names as the RTL block ``chiplet``)."""
+    tl_per_dl: int = 4
+    replay_depth: int = 8
+    rx_credits: int = 16
+    replay_timeout: int = 0     # 0: derived (see :meth:`timeout`)
+    close_timeout: int = 8
+    stamp_src: bool = True      # False: switch side of a fabric link (src forwarded as is)
+
+    def __post_init__(self):
+        check_tl_per_dl(self.tl_per_dl)
+        d = self.replay_depth
+        if d < 2 or d > 64 or d & (d - 1):
+            raise ValueError(f"replay_depth={d} must be a power of two in 2..64")
+        if not 1 <= self.rx_credits <= 1024:
+            raise ValueError(f"rx_credits={self.rx_credits} must be in 1..1024")
+        if self.replay_timeout < 0 or self.replay_timeout >= 1 << 16:
+            raise ValueError(f"replay_timeout={self.replay_timeout} must be in 0..65535")
+        if not 1 <= self.close_timeout <= 255:
+            raise ValueError(f"close_timeout={self.close_timeout} must be in 1..255")
+
+    @property
+    def flit_slots(self) -> int:
+        return dl_flit_slots(self.tl_per_dl)
+
+    @property
+    def timeout(self) -> int:
+        """Replay timeout in cycles: ``replay_timeout`` or, if 0, 8 DL flit times + 64."""
+        return self.replay_timeout or 8 * self.flit_slots + 64
