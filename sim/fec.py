@@ -48,57 +48,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# the code's definition (field, sizes, generator), shared with the RTL
+from fusionfabric.formats.fec import (EXP, FIRST_ROOT, GENERATOR, K, LOG, M, N, NPAR,  # noqa: F401
+                                      PRIM_POLY, Q, SHORTEN, SYMBOL_LSB_FIRST, T)
+
 __all__ = [
     "M", "N", "K", "NPAR", "T", "PRIM_POLY", "FIRST_ROOT", "Q", "SHORTEN", "SYMBOL_LSB_FIRST",
     "EXP", "LOG", "gf_mul", "gf_inv", "gf_pow", "gf_div", "poly_eval", "GENERATOR",
     "encode", "syndromes", "berlekamp_massey", "chien", "forney", "DecodeResult", "decode",
     "decode_batch", "BatchResult", "symbol_bits", "bits_symbols", "check_symbols",
 ]
-
-#: Bits per symbol.
-M = 10
-#: Codeword length in symbols.
-N = 544
-#: Message length in symbols (20 transcoded 257-bit blocks = 5140 bits).
-K = 514
-#: Parity symbols.
-NPAR = N - K
-#: Correctable symbol errors per codeword.
-T = NPAR // 2
-#: p(x) = x^10 + x^3 + 1 (IEEE 802.3 cl. 91.5.2.7).
-PRIM_POLY = 0x409
-#: g(x) has roots alpha^FIRST_ROOT .. alpha^(FIRST_ROOT + NPAR - 1).
-FIRST_ROOT = 0
-#: Multiplicative order of alpha: 2^M - 1.
-Q = (1 << M) - 1
-#: Implied leading zero symbols of the shortened code: RS(1023, 993) -> RS(544, 514).
-SHORTEN = Q - N
-#: A symbol's bit 0 is its first bit on the wire.
-SYMBOL_LSB_FIRST = True
-
-
-def _tables() -> tuple[np.ndarray, np.ndarray]:
-    exp = np.zeros(2 * Q + 1, dtype=np.int64)
-    log = np.full(1 << M, -1, dtype=np.int64)
-    x = 1
-    for i in range(Q):
-        exp[i] = x
-        if log[x] != -1:
-            raise ValueError(f"PRIM_POLY={PRIM_POLY:#x} is not primitive")
-        log[x] = i
-        x <<= 1
-        if x >> M:
-            x ^= PRIM_POLY
-    exp[Q:2 * Q] = exp[:Q]
-    exp[2 * Q] = exp[0]
-    exp.flags.writeable = False
-    log.flags.writeable = False
-    return exp, log
-
-
-#: EXP[i] = alpha^i for i in 0..2*Q (the second period saves a modulo in products).
-#: LOG[a] = i with alpha^i = a for a != 0; LOG[0] = -1 (no logarithm).
-EXP, LOG = _tables()
 
 
 def check_symbols(a, name: str = "symbols") -> np.ndarray:
@@ -154,21 +113,6 @@ def poly_eval(poly, x):
     for c in reversed(list(np.asarray(poly, dtype=np.int64))):
         acc = gf_mul(acc, x) ^ int(c)
     return acc
-
-
-def _generator() -> np.ndarray:
-    g = [1]                                   # highest degree first
-    for i in range(NPAR):
-        root = int(EXP[FIRST_ROOT + i])
-        # g(x) * (x + root): shift, then add root * g
-        g = [a ^ b for a, b in zip(g + [0], [0] + [gf_mul(root, c) for c in g])]
-    out = np.array(g, dtype=np.int64)
-    out.flags.writeable = False
-    return out
-
-
-#: g(x) coefficients, highest degree first: GENERATOR[0] = 1 (x^30), GENERATOR[30] = g_0.
-GENERATOR = _generator()
 
 
 def encode(msg) -> np.ndarray:

@@ -214,15 +214,16 @@ def test_encoder_matches_model(P):
 
 
 def test_encoder_planted_fault(monkeypatch):
-    """An encoder generated from a generator with one wrong coefficient is caught by the
-    same comparison with sim.fec.encode (the checker is seen to fail)."""
+    """An encoder generated from a generator with one wrong coefficient (patched where the
+    RTL reads it, formats.fec) is caught by the same comparison with sim.fec.encode (the checker is seen to fail)."""
     seed = 7
     rng = np.random.default_rng(seed)
     msgs = rng.integers(0, 1 << SB, (1, K))
     want = model.encode(msgs)
-    bad = np.array(model.GENERATOR)
+    from fusionfabric.formats import fec as code
+    bad = np.array(code.GENERATOR)
     bad[5] ^= 1
-    monkeypatch.setattr(model, "GENERATOR", bad)
+    monkeypatch.setattr(code, "GENERATOR", bad)          # the RTL's source of g(x)
     got, _ = run_encoder(RsEncoder(4), msgs, seed=seed)
     assert np.array_equal(got[:, :K], want[:, :K])       # the message passes unchanged
     assert not np.array_equal(got[:, K:], want[:, K:])   # the wrong parity is seen

@@ -9,11 +9,11 @@ from amaranth.lib.wiring import In, Out
 from fusionfabric.rtl.fec.gf import alpha_pow, linear_matrix, mul
 from fusionfabric.rtl.fec.layouts import SYMBOL_BITS, check_symbols_per_beat
 from fusionfabric.rtl.hdl import gf2_product
-from fusionfabric.sim import fec as model
+from fusionfabric.formats import fec as code
 
 __all__ = ["ChienForney"]
 
-T, NPAR, SB, N = model.T, model.NPAR, SYMBOL_BITS, model.N
+T, NPAR, SB, N = code.T, code.NPAR, SYMBOL_BITS, code.N
 
 
 class ChienForney(wiring.Component):

@@ -13,11 +13,11 @@ from fusionfabric.rtl.fec.keyeq import RiBM
 from fusionfabric.rtl.fec.layouts import (COUNT_BITS, SYMBOL_BITS, check_symbols_per_beat,
                                           dec_out_fields, in_fields)
 from fusionfabric.rtl.fec.syndrome import Syndromes
-from fusionfabric.sim import fec as model
+from fusionfabric.formats import fec as code
 
 __all__ = ["RsDecoder", "pick", "popcount"]
 
-SB, T, NPAR = SYMBOL_BITS, model.T, model.NPAR
+SB, T, NPAR = SYMBOL_BITS, code.T, code.NPAR
 
 
 def pick(sel, values):
@@ -131,7 +131,7 @@ class RsDecoder(wiring.Component):
         self.bypass_correction = bypass_correction
         self.bypass_indication = bypass_indication
         self.counter_width = counter_width
-        self.n_beats = model.N // self.P
+        self.n_beats = code.N // self.P
         B = self.n_beats
         #: Cycles from a codeword's last input handshake until its result is ready.
         self.result_delay = 1 if bypass_correction else RiBM.LATENCY
@@ -281,10 +281,10 @@ class RsDecoder(wiring.Component):
         else:
             m.d.comb += fixed.eq(s2_data)
 
-        roots = Signal(range(model.N + 1))
-        fixes = Signal(range(model.N + 1))
-        roots_next = Signal(range(model.N + 1))
-        fixes_next = Signal(range(model.N + 1))
+        roots = Signal(range(code.N + 1))
+        fixes = Signal(range(code.N + 1))
+        roots_next = Signal(range(code.N + 1))
+        fixes_next = Signal(range(code.N + 1))
         uncorr = Signal()
         m.d.comb += [roots_next.eq(Mux(s2_first, 0, roots) + popcount(s2_zero)),
                      fixes_next.eq(Mux(s2_first, 0, fixes) + popcount(changed))]

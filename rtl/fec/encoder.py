@@ -10,7 +10,7 @@ from fusionfabric.rtl.fec.gf import linear_matrix, mul
 from fusionfabric.rtl.fec.layouts import (SYMBOL_BITS, check_symbols_per_beat, enc_out_fields,
                                           in_fields)
 from fusionfabric.rtl.hdl import gf2_product
-from fusionfabric.sim import fec as model
+from fusionfabric.formats import fec as code
 
 __all__ = ["RsEncoder", "lfsr_step"]
 
@@ -19,14 +19,14 @@ def lfsr_step(state: list[int], symbols: list[int]) -> list[int]:
     """The division register of cl. 91 Figure 91-6 after shifting in ``symbols``.
 
     ``state[0]`` is the x^29 coefficient of the running remainder (the first parity symbol
-    once the message is in); the generator is ``sim.fec.GENERATOR``.
+    once the message is in); the generator is ``formats.fec.GENERATOR``.
     """
-    g = [int(c) for c in model.GENERATOR]
+    g = [int(c) for c in code.GENERATOR]
     s = list(state)
     for u in symbols:
         fb = int(u) ^ s[0]
-        s = [s[i + 1] ^ mul(fb, g[i + 1]) for i in range(model.NPAR - 1)] \
-            + [mul(fb, g[model.NPAR])]
+        s = [s[i + 1] ^ mul(fb, g[i + 1]) for i in range(code.NPAR - 1)] \
+            + [mul(fb, g[code.NPAR])]
     return s
 
 
@@ -37,10 +37,10 @@ class RsEncoder(wiring.Component):
     input carries the whole codeword frame: the 514 message symbols in positions 0..513
     and any value in positions 514..543, which the encoder overwrites with the parity
     p(x) = m(x) x^30 mod g(x), g(x) = prod_{i=0}^{29} (x - alpha^i) (cl. 91.5.2.7;
-    generator and field from :mod:`fusionfabric.sim.fec`). When 514 is not a multiple of
+    generator and field from :mod:`fusionfabric.formats.fec`). When 514 is not a multiple of
     ``P``, the beat holding position 513 carries ``514 mod P`` message symbols followed by
     the first parity symbols. The division register advances ``P`` symbols per beat through
-    one GF(2) matrix probed from the model's division step (another for the short last
+    one GF(2) matrix probed from :func:`lfsr_step`, the division step (another for the short last
     message beat), built as balanced XOR trees.
 
     ``P`` and line rates at 10 bits per symbol: one codeword is 5,440 bits. A 66-bit PCS
@@ -72,16 +72,16 @@ class RsEncoder(wiring.Component):
 
     def __init__(self, P: int = 8):
         self.P = check_symbols_per_beat(P)
-        self.n_beats = model.N // self.P
+        self.n_beats = code.N // self.P
         #: Beat holding the last message symbol (position 513), and its message symbols.
-        self.last_msg_beat = (model.K - 1) // self.P
-        self.n_msg_last = model.K - self.last_msg_beat * self.P
+        self.last_msg_beat = (code.K - 1) // self.P
+        self.n_msg_last = code.K - self.last_msg_beat * self.P
         super().__init__({"i_data": In(stream.Signature(in_fields(self.P).layout())),
                           "o_data": Out(stream.Signature(enc_out_fields(self.P).layout()))})
 
     def elaborate(self, platform):
         m = Module()
-        P, B, sb, np_ = self.P, self.n_beats, SYMBOL_BITS, model.NPAR
+        P, B, sb, np_ = self.P, self.n_beats, SYMBOL_BITS, code.NPAR
         beat = self.i_data.payload
         count = Signal(range(B), init=0)
         idx = Signal(range(B))
@@ -125,8 +125,8 @@ class RsEncoder(wiring.Component):
             cases = {}
             for b in range(B):
                 pos = b * P + k
-                if pos >= model.K:
-                    cases[b] = par_src[sb * (pos - model.K):sb * (pos - model.K + 1)]
+                if pos >= code.K:
+                    cases[b] = par_src[sb * (pos - code.K):sb * (pos - code.K + 1)]
             # A Mux chain, not a Switch: no combinational process for Icarus to leave X
             # (docs/fabric.md, "Icarus note").
             value = d

@@ -1,14 +1,14 @@
-"""GF(2^10) arithmetic for the RS(544,514) blocks, generated from the model's tables.
+"""GF(2^10) arithmetic for the RS(544,514) blocks, generated from the code's field tables.
 
-Every constant here comes from :mod:`fusionfabric.sim.fec` (``EXP``, ``LOG``, ``gf_mul``,
-``GENERATOR``): a multiplication by a constant is a 10 x 10 matrix over GF(2) whose column
+Every constant here comes from the code's definition, :mod:`fusionfabric.formats.fec`
+(``EXP``, ``LOG``, ``GENERATOR``): a multiplication by a constant is a 10 x 10 matrix over GF(2) whose column
 ``j`` is ``c * x^j``, and a linear map over several symbols (a parallel Horner step, a
-Chien evaluation, an LFSR advance) is probed symbol bit by symbol bit through the model's
-``gf_mul`` and built as balanced XOR trees (:func:`fusionfabric.rtl.hdl.gf2_product`).
+Chien evaluation, an LFSR advance) is probed symbol bit by symbol bit through :func:`mul`
+(the field tables) and built as balanced XOR trees (:func:`fusionfabric.rtl.hdl.gf2_product`).
 Only the general multiplier (two variable operands) and the inverse table are built
 differently: the multiplier as the AND array of the polynomial product followed by the
 reduction modulo p(x) (the reduction matrix is again read from the tables), the inverse as a
-1024-entry ROM (``amaranth.lib.memory``) filled from ``gf_inv``.
+1024-entry ROM (``amaranth.lib.memory``) filled from the tables (a^-1 = alpha^(-log a)).
 """
 
 from __future__ import annotations
@@ -20,28 +20,28 @@ from amaranth import Module, Signal, Value
 from amaranth.lib import memory
 
 from fusionfabric.rtl.hdl import gf2_product, xor_tree
-from fusionfabric.sim import fec as model
+from fusionfabric.formats import fec as code
 
 __all__ = ["M", "mul", "alpha_pow", "horner_matrix", "mul_matrix", "linear_matrix", "const_mul", "gf_mul",
            "inverse_rom"]
 
-M = model.M
-Q = model.Q
+M = code.M
+Q = code.Q
 
 
-_EXP = [int(v) for v in model.EXP]
-_LOG = [int(v) for v in model.LOG]
+_EXP = [int(v) for v in code.EXP]
+_LOG = [int(v) for v in code.LOG]
 
 
 def mul(a: int, b: int) -> int:
-    """``a * b`` on Python ints through the model's ``EXP``/``LOG`` tables (the fast form
-    of ``sim.fec.gf_mul`` for probing matrices)."""
+    """``a * b`` on Python ints through the ``EXP``/``LOG`` tables of
+    :mod:`fusionfabric.formats.fec`."""
     return 0 if a == 0 or b == 0 else _EXP[_LOG[a] + _LOG[b]]
 
 
 def alpha_pow(e: int) -> int:
     """alpha^e for any integer e (negative allowed)."""
-    return int(model.EXP[e % Q])
+    return int(code.EXP[e % Q])
 
 
 def mul_matrix(c: int) -> np.ndarray:
@@ -81,7 +81,7 @@ def _reduction() -> list[list[tuple[int, int]]]:
     pairs: list[list[tuple[int, int]]] = [[] for _ in range(M)]
     for i in range(M):
         for j in range(M):
-            v = int(model.EXP[i + j])
+            v = int(code.EXP[i + j])
             for o in range(M):
                 if (v >> o) & 1:
                     pairs[o].append((i, j))
@@ -103,7 +103,7 @@ def gf_mul(m: Module, a: Value, b: Value, name: str = "gmul") -> Signal:
 
 def inverse_rom() -> memory.Memory:
     """A 1024 x 10 ROM of ``gf_inv`` (entry 0 holds 0); add one comb read port per user."""
-    init = [0] + [int(model.gf_inv(a)) for a in range(1, Q + 1)]
+    init = [0] + [alpha_pow(-int(_LOG[a])) for a in range(1, Q + 1)]
     return memory.Memory(shape=M, depth=Q + 1, init=init)
 
 

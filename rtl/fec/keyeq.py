@@ -8,11 +8,11 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.fec.gf import gf_mul
 from fusionfabric.rtl.fec.layouts import SYMBOL_BITS
-from fusionfabric.sim import fec as model
+from fusionfabric.formats import fec as code
 
 __all__ = ["RiBM"]
 
-T, NPAR, SB = model.T, model.NPAR, SYMBOL_BITS
+T, NPAR, SB = code.T, code.NPAR, SYMBOL_BITS
 
 
 class RiBM(wiring.Component):

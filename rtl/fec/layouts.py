@@ -7,24 +7,24 @@ the coefficient of x^543) and sits in bits ``10k .. 10k+9`` of ``data``.
 
 from __future__ import annotations
 
-from fusionfabric.sim import fec as model
+from fusionfabric.formats import fec as code
 from fusionfabric.formats.bitfields import Fields
 
 __all__ = ["SYMBOL_BITS", "check_symbols_per_beat", "in_fields", "enc_out_fields",
            "dec_out_fields", "COUNT_BITS"]
 
-SYMBOL_BITS = model.M
+SYMBOL_BITS = code.M
 #: Width of ``n_corrected``: 0..T corrected symbols.
-COUNT_BITS = model.T.bit_length()
+COUNT_BITS = code.T.bit_length()
 
 
 def check_symbols_per_beat(P) -> int:
     """Return ``P`` if it is an int dividing 544; ``ValueError``/``TypeError`` otherwise."""
     if isinstance(P, bool) or not isinstance(P, int):
         raise TypeError(f"P={P!r} must be an int")
-    if P < 1 or model.N % P:
-        divisors = [d for d in range(1, model.N + 1) if model.N % d == 0]
-        raise ValueError(f"P={P} must divide {model.N} (one of {divisors})")
+    if P < 1 or code.N % P:
+        divisors = [d for d in range(1, code.N + 1) if code.N % d == 0]
+        raise ValueError(f"P={P} must divide {code.N} (one of {divisors})")
     return P
 
 

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from fusionfabric.rtl.fec.gf import horner_matrix
 from fusionfabric.rtl.fec.layouts import SYMBOL_BITS, check_symbols_per_beat
 from fusionfabric.rtl.hdl import gf2_product
-from fusionfabric.sim import fec as model
+from fusionfabric.formats import fec as code
 
 __all__ = ["Syndromes"]
 
@@ -19,7 +19,7 @@ class Syndromes(wiring.Component):
 
     Per beat, each accumulator becomes ``S_j alpha^(jP) + sum_k d_k alpha^(j(P-1-k))``
     (symbol ``k`` of the beat is the earlier, higher-degree one for smaller ``k``). The
-    update of all 30 accumulators is one GF(2) matrix probed from the model's field tables,
+    update of all 30 accumulators is one GF(2) matrix probed from the field tables,
     built as XOR trees (at most ``10 + 10P`` inputs per output bit).
 
     Parameters
@@ -49,16 +49,16 @@ class Syndromes(wiring.Component):
 
     def __init__(self, P: int = 8):
         self.P = check_symbols_per_beat(P)
-        width = SYMBOL_BITS * model.NPAR
+        width = SYMBOL_BITS * code.NPAR
         super().__init__({"i_data": In(SYMBOL_BITS * self.P), "i_start": In(1), "i_en": In(1),
                           "o_next": Out(width), "o_syndromes": Out(width)})
 
     def elaborate(self, platform):
         m = Module()
-        acc = Signal(SYMBOL_BITS * model.NPAR)
+        acc = Signal(SYMBOL_BITS * code.NPAR)
         src = Signal.like(acc)
         m.d.comb += src.eq(Mux(self.i_start, 0, acc))
-        mat = horner_matrix([model.FIRST_ROOT + j for j in range(model.NPAR)], self.P)
+        mat = horner_matrix([code.FIRST_ROOT + j for j in range(code.NPAR)], self.P)
         nxt = gf2_product(m, (mat, Cat(src, self.i_data)), name="horner")
         m.d.comb += [self.o_next.eq(nxt), self.o_syndromes.eq(acc)]
         with m.If(self.i_en):
