@@ -17,13 +17,16 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.blocks import Block, Param
-from fusionfabric.formats.bist import (BEAT_BITS, BIST_SEQ_BITS, COUNTER_MAX, FILL_SALT, FILL_WARMUP,
-                                      LFSR_ORDER, LFSR_TAP, PATTERNS, SIG_BITS, check_params,
+from fusionfabric.formats.bist import (BEAT_BITS, BIST_SEQ_BITS, FILL_SALT, FILL_WARMUP,
+                                      LFSR_ORDER, LFSR_TAP, PATTERNS, SIG_BITS, SIGNATURE,
+                                      check_params,
                                       check_port_params, check_seed, check_width, seed_state)
 from fusionfabric.formats.switch import Kind, switch_flit
-from fusionfabric.rtl.hdl import gf2_apply_int, gf2_matmul, shift_register_matrices
+from fusionfabric.rtl.hdl import (eq, gf2_apply_int, gf2_matmul, gf2_product, sat_inc,
+                                  shift_register_matrices)
 
-__all__ = ["TrafficGen", "TrafficCheck", "gf2_apply", "BLOCKS"]
+__all__ = ["TrafficGen", "TrafficCheck", "advance_matrix", "filler_matrix", "make_data",
+           "start_gate", "lfsr_advance", "COUNTER_BITS", "BLOCKS"]
 
 COUNTER_BITS = 32
 
@@ -55,33 +58,41 @@ def filler_matrix(data_width: int):
     return gf2_matmul(oa, p), gf2_apply_int(oa, FILL_SALT)
 
 
-def gf2_apply(matrix, value: Value, const: int = 0) -> Value:
-    """``matrix @ bits(value) ^ const`` over GF(2): one XOR reduction per matrix row."""
-    rows = []
-    for i, row in enumerate(matrix):
-        mask = sum(1 << j for j, b in enumerate(row) if b)
-        bit = (value & Const(mask, len(value))).xor() if mask else Const(0, 1)
-        rows.append(bit ^ ((const >> i) & 1))
-    return Cat(*rows)
+def make_data(m: Module, data_width: int, src: Value, dest: Value, seq: Value,
+              beat: Value, name: str = "sig") -> Value:
+    """The ``data`` word of :func:`fusionfabric.sim.bist.make_data` as combinational logic in
+    ``m``: the :data:`~fusionfabric.formats.bist.SIGNATURE` (a View of its layout) and the
+    filler ``M @ sig ^ c`` above it."""
+    sig = Signal(SIGNATURE.layout(), name=name)
+    m.d.comb += [sig.beat.eq(beat), sig.seq.eq(seq), sig.dest.eq(dest), sig.src.eq(src)]
+    mat, c = filler_matrix(data_width)
+    if not mat.shape[0]:
+        return sig.as_value()
+    return Cat(sig.as_value(), gf2_product(m, (mat, sig.as_value()), const=c, name=f"{name}_fill"))
 
 
-def make_data(data_width: int, src: Value, dest: Value, seq: Value, beat: Value) -> Value:
-    """The ``data`` word of :func:`fusionfabric.sim.bist.make_data` as combinational logic."""
-    sig = Cat(beat[:BEAT_BITS], seq[:BIST_SEQ_BITS], dest[:8], src[:8])
-    m, c = filler_matrix(data_width)
-    if not m.shape[0]:
-        return sig
-    return Cat(sig, gf2_apply(m, sig, c))
+def start_gate(m: Module, *, active: Value, done_now: Value, enable: Value, budget: Value,
+               load: Value, draw: Value, started: Signal) -> Signal:
+    """The load/budget/enable scheduler shared by the switch-port and accelerator-port
+    generators: returns ``go``, high in a cycle where a new packet (message) starts.
+
+    The generator is free when idle or when its last beat is accepted (``done_now``); it
+    starts iff free, ``enable``, the ``budget`` (0: none) not used up by ``started``, and the
+    8-bit LFSR ``draw`` < ``load`` (``load`` 0..256; 256 always). Counts ``started`` on ``go``.
+    """
+    free = ~active | done_now
+    budget_ok = ~budget.any() | (started < budget)
+    hit = load[8] | (draw < load[:8])
+    go = Signal()
+    m.d.comb += go.eq(free & enable & budget_ok & hit)
+    with m.If(go):
+        m.d.sync += started.eq(started + 1)
+    return go
 
 
-def _eq(value: Value, const: int) -> Value:
-    """``value == const``, written so that the Verilog is width-clean for ``const == 0``."""
-    return ~value.any() if const == 0 else value == const
-
-
-def _sat_inc(m: Module, counter: Signal) -> None:
-    with m.If(counter != COUNTER_MAX):
-        m.d.sync += counter.eq(counter + 1)
+def lfsr_advance(m: Module, reg: Signal, matrix, name: str) -> Value:
+    """The state of LFSR register ``reg`` after the steps of ``matrix`` (an XOR network)."""
+    return gf2_product(m, (matrix, reg), name=name)
 
 
 class TrafficGen(wiring.Component):
@@ -169,7 +180,7 @@ class TrafficGen(wiring.Component):
         pkt_r = Signal(LFSR_ORDER, init=gf2_apply_int(a31, seed_state(self.seed, self.port, 0)))
         # Load LFSR: advances by 8 bits every cycle; cycle t uses the state after t+1.
         load_r = Signal(LFSR_ORDER, init=gf2_apply_int(a8, seed_state(self.seed, self.port, 1)))
-        m.d.sync += load_r.eq(gf2_apply(a8, load_r))
+        m.d.sync += load_r.eq(lfsr_advance(m, load_r, a8, "load_next"))
 
         if self.pattern == "uniform":
             next_dest = (pkt_r[:16] * self.n_ports)[16:]
@@ -195,7 +206,7 @@ class TrafficGen(wiring.Component):
             accept.eq(o.valid & o.ready),
             is_last.eq(beat == last_beat),
             o.valid.eq(active),
-            o.payload.data.eq(make_data(self.data_width, Const(self.port, 8), dest, seq, beat)),
+            o.payload.data.eq(make_data(m, self.data_width, Const(self.port, 8), dest, seq, beat)),
             o.payload.first.eq(~beat.any()),
             o.payload.last.eq(is_last),
             o.payload.kind.eq(Kind.UNICAST),
@@ -206,18 +217,14 @@ class TrafficGen(wiring.Component):
             self.o_done.eq(self.i_budget.any() & (started >= self.i_budget) & ~active),
         ]
 
-        free = ~active | (accept & is_last)
-        budget_ok = ~self.i_budget.any() | (started < self.i_budget)
-        # draw < i_load with the draw in 0..255 and i_load in 0..256
-        hit = self.i_load[8] | (load_r[:8] < self.i_load[:8])
-        go = Signal()
-        m.d.comb += go.eq(free & self.i_enable & budget_ok & hit)
+        go = start_gate(m, active=active, done_now=accept & is_last, enable=self.i_enable,
+                        budget=self.i_budget, load=self.i_load, draw=load_r[:8], started=started)
 
         with m.If(go):
             m.d.sync += [
                 active.eq(1), dest.eq(next_dest), last_beat.eq(next_last), beat.eq(0),
                 seq.eq(seqs[next_dest]), seqs[next_dest].eq(seqs[next_dest] + 1),
-                pkt_r.eq(gf2_apply(a31, pkt_r)), started.eq(started + 1),
+                pkt_r.eq(lfsr_advance(m, pkt_r, a31, "pkt_next")),
             ]
         with m.Elif(accept & is_last):
             m.d.sync += active.eq(0)
@@ -297,7 +304,7 @@ class TrafficCheck(wiring.Component):
         a8 = advance_matrix(8)
         stall_r = Signal(LFSR_ORDER,
                          init=gf2_apply_int(a8, seed_state(self.seed, self.port, 2)))
-        m.d.sync += stall_r.eq(gf2_apply(a8, stall_r))
+        m.d.sync += stall_r.eq(lfsr_advance(m, stall_r, a8, "stall_next"))
         i = self.i_flit
         m.d.comb += i.ready.eq(~(stall_r[:8] < self.i_stall))
 
@@ -320,13 +327,13 @@ class TrafficCheck(wiring.Component):
         seq_now = Signal(BIST_SEQ_BITS)
         src_ok = Signal()
         good = Signal()
-        want = make_data(self.data_width, r.src, Const(self.port, 8), seq_now, beat_now)
+        want = make_data(m, self.data_width, r.src, Const(self.port, 8), seq_now, beat_now)
         m.d.comb += [
             starts.eq(r.first | ~in_pkt),
             beat_now.eq(Mux(starts, 0, beat + 1)),
             seq_now.eq(Mux(starts, r.data[BEAT_BITS:BEAT_BITS + BIST_SEQ_BITS], pkt_seq)),
             src_ok.eq(r.src < self.n_ports),
-            good.eq(src_ok & _eq(r.kind, Kind.UNICAST) & _eq(r.dest, self.port)
+            good.eq(src_ok & eq(r.kind, Kind.UNICAST) & eq(r.dest, self.port)
                     & (r.data == want)),
         ]
 
@@ -348,16 +355,16 @@ class TrafficCheck(wiring.Component):
         with m.If(c_valid):
             m.d.sync += self.o_flits.eq(self.o_flits + 1)
             with m.If(c_frame):
-                _sat_inc(m, self.o_framing_errors)
+                sat_inc(m, self.o_framing_errors)
             with m.If(~c_good):
-                _sat_inc(m, self.o_data_errors)
+                sat_inc(m, self.o_data_errors)
             with m.If(c_starts):
                 m.d.sync += self.o_packets.eq(self.o_packets + 1)
                 with m.If(c_src_ok):
                     exp = expected[c_src]
                     with m.If(c_good):
                         with m.If(c_seq != exp):
-                            _sat_inc(m, self.o_seq_errors)
+                            sat_inc(m, self.o_seq_errors)
                         m.d.sync += exp.eq(c_seq + 1)
                     with m.Else():
                         m.d.sync += exp.eq(exp + 1)

@@ -15,13 +15,13 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from fusionfabric.rtl.bist import COUNTER_BITS, _eq, _sat_inc, advance_matrix, gf2_apply, make_data
+from fusionfabric.rtl.bist import COUNTER_BITS, advance_matrix, lfsr_advance, make_data, start_gate
 from fusionfabric.rtl.blocks import Block, Param
 from fusionfabric.rtl.chiplet.common import data_slots, port_layout
 from fusionfabric.formats.bist import (BEAT_BITS, BIST_CONTROL, BIST_SEQ_BITS, LFSR_ORDER,
                                       PORT_DATA_BITS, PORT_FAULTS, PORT_FLIP_BIT, PORT_LENGTHS,
                                       PORT_STREAMS, check_port_gen_params, seed_state)
-from fusionfabric.rtl.hdl import gf2_apply_int
+from fusionfabric.rtl.hdl import eq, gf2_apply_int, sat_inc
 from fusionfabric.formats.chiplet import Opcode
 
 from .fabric import Fabric
@@ -114,7 +114,7 @@ class PortTrafficGen(wiring.Component):
             a31, seed_state(self.seed, me, PORT_STREAMS["message"])))
         load_r = Signal(LFSR_ORDER, init=gf2_apply_int(
             a8, seed_state(self.seed, me, PORT_STREAMS["load"])))
-        m.d.sync += load_r.eq(gf2_apply(a8, load_r))
+        m.d.sync += load_r.eq(lfsr_advance(m, load_r, a8, "load_next"))
 
         d = Signal(8)
         next_dest = Signal(8)
@@ -139,7 +139,7 @@ class PortTrafficGen(wiring.Component):
         o = self.o_req
         accept = Signal()
         is_last = Signal()
-        data = make_data(PORT_DATA_BITS, Const(me, 8), dest, seq, beat)
+        data = make_data(m, PORT_DATA_BITS, Const(me, 8), dest, seq, beat)
         if self.fault == "flip":
             data = data ^ Mux(flip, 1 << PORT_FLIP_BIT, 0)
         m.d.comb += [
@@ -157,11 +157,8 @@ class PortTrafficGen(wiring.Component):
             self.o_done.eq(self.i_budget.any() & (started >= self.i_budget) & ~active),
         ]
 
-        free = ~active | (accept & is_last)
-        budget_ok = ~self.i_budget.any() | (started < self.i_budget)
-        hit = self.i_load[8] | (load_r[:8] < self.i_load[:8])
-        go = Signal()
-        m.d.comb += go.eq(free & self.i_enable & budget_ok & hit)
+        go = start_gate(m, active=active, done_now=accept & is_last, enable=self.i_enable,
+                        budget=self.i_budget, load=self.i_load, draw=load_r[:8], started=started)
 
         skip = Const(0, 1)
         if self.fault == "skip":
@@ -171,7 +168,7 @@ class PortTrafficGen(wiring.Component):
             m.d.sync += [
                 active.eq(1), dest.eq(next_dest), code.eq(next_code), beat.eq(0),
                 seq.eq(cur + skip), cur.eq(cur + skip + 1),
-                msg_r.eq(gf2_apply(a31, msg_r)), started.eq(started + 1),
+                msg_r.eq(lfsr_advance(m, msg_r, a31, "msg_next")),
             ]
             if self.fault == "flip":
                 m.d.sync += flip.eq(started == self.fault_at)
@@ -259,11 +256,11 @@ class PortTrafficCheck(wiring.Component):
         a8 = advance_matrix(8)
         stall_r = Signal(LFSR_ORDER, init=gf2_apply_int(
             a8, seed_state(self.seed, me, PORT_STREAMS["stall"])))
-        m.d.sync += stall_r.eq(gf2_apply(a8, stall_r))
+        m.d.sync += stall_r.eq(lfsr_advance(m, stall_r, a8, "stall_next"))
         i = self.i_req
         m.d.comb += [i.ready.eq(~(stall_r[:8] < self.i_stall)), self.i_rsp.ready.eq(1)]
         with m.If(self.i_rsp.valid):
-            _sat_inc(m, self.o_rsp_beats)
+            sat_inc(m, self.o_rsp_beats)
 
         # Stage 1: registered beat.
         r_valid = Signal()
@@ -290,7 +287,7 @@ class PortTrafficCheck(wiring.Component):
         write_now = Signal()
         slots = Signal(range(17))
         good = Signal()
-        want = make_data(PORT_DATA_BITS, src_now, Const(me, 8), seq_now, beat_now)
+        want = make_data(m, PORT_DATA_BITS, src_now, Const(me, 8), seq_now, beat_now)
         m.d.comb += [
             slots.eq(data_slots(r.opcode, r.length)),
             beat_now.eq(Mux(starts, 0, beat + 1)),
@@ -298,7 +295,7 @@ class PortTrafficCheck(wiring.Component):
             seq_now.eq(Mux(starts, r.addr[:BIST_SEQ_BITS], msg_seq)),
             src_now.eq(Mux(starts, r.src, msg_src)),
             write_now.eq(Mux(starts, r.opcode == Opcode.WRITE, msg_write)),
-            good.eq((src_now < n) & _eq(r.dest, me) & (r.data == want)),
+            good.eq((src_now < n) & eq(r.dest, me) & (r.data == want)),
         ]
 
         # Stage 2 (t+1): message state and the comparison, registered.
@@ -322,14 +319,14 @@ class PortTrafficCheck(wiring.Component):
             with m.If(c_starts):
                 m.d.sync += self.o_messages.eq(self.o_messages + 1)
                 with m.If(~c_write):
-                    _sat_inc(m, self.o_unexpected)
+                    sat_inc(m, self.o_unexpected)
             with m.If(c_write & ~c_good):
-                _sat_inc(m, self.o_data_errors)
+                sat_inc(m, self.o_data_errors)
             with m.If(c_write & c_starts & c_src_ok):
                 exp = expected[c_src]
                 with m.If(c_good):
                     with m.If(c_seq != exp):
-                        _sat_inc(m, self.o_seq_errors)
+                        sat_inc(m, self.o_seq_errors)
                     m.d.sync += exp.eq(c_seq + 1)
                 with m.Else():
                     m.d.sync += exp.eq(exp + 1)
