@@ -1,4 +1,4 @@
-"""cocotb tests of the switch (rtl/switch/top.py): uniform, permutation and hotspot traffic
+"""cocotb tests of the switch (rtl/switch/: the design the `switch` block builds): uniform, permutation and hotspot traffic
 with idle and backpressure, multicast exactly-once, drops, credits conserved."""
 
 from __future__ import annotations
