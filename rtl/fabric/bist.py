@@ -389,6 +389,9 @@ class FabricBist(wiring.Component):
 
     def __init__(self, max_bytes: int = 256, bist_seed: int = 1, fault: str = "none",
                  fault_at: int = 0, **fabric_params):
+        # the BIST parameters first, so that a bad one builds no fabric (checked again with
+        # the fabric's endpoint count below)
+        check_port_gen_params(2, 0, max_bytes, bist_seed, fault, fault_at)
         self.fabric = Fabric(**fabric_params)
         n = self.n_endpoints = self.fabric.n_endpoints
         check_port_gen_params(n, 0, max_bytes, bist_seed, fault, fault_at)
