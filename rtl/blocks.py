@@ -130,7 +130,39 @@ class Block:
         try:
             return self.factory(**params)
         except (ValueError, TypeError) as exc:
-            raise BlockError(f"block {self.name}: {exc}") from exc
+            _disown_failed(exc)
+            raise BlockError(f"block {self.name}: {exc}") from None
+
+
+def _disown_failed(exc: BaseException) -> None:
+    """Mark the components a failed constructor left behind as used.
+
+    Amaranth registers an ``Elaboratable`` before its ``__init__`` runs, so a constructor
+    that raises leaves an object (and the subcomponents it had built) that nobody can use;
+    when the garbage collector frees it, Amaranth warns ``UnusedElaboratable`` under
+    whatever runs at that moment. The objects are the ``self`` of the frames the exception
+    passed through, and what they hold.
+    """
+    from amaranth._unused import MustUse
+
+    seen: set[int] = set()
+
+    def mark(obj, depth: int = 0) -> None:
+        if id(obj) in seen or depth > 4:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, MustUse):
+            obj._MustUse__used = True
+            for value in getattr(obj, "__dict__", {}).values():
+                mark(value, depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for value in obj:
+                mark(value, depth + 1)
+
+    tb = exc.__traceback__
+    while tb is not None:
+        mark(tb.tb_frame.f_locals.get("self"))
+        tb = tb.tb_next
 
 
 def _discover() -> dict[str, Block]:
