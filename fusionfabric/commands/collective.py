@@ -16,7 +16,7 @@ ALGOS = ("ring", "switch")
 
 
 def add_arguments(p):
-    from fusionfabric.sim.fabric.cliutil import add_config_arguments
+    from fusionfabric.commands._fabric_args import add_config_arguments
 
     p.add_argument("op", help="allreduce or alltoall")
     add_config_arguments(p)
@@ -31,7 +31,7 @@ def add_arguments(p):
 
 
 def run(args):
-    from fusionfabric.sim.fabric.cliutil import build_config, parse_bytes, say
+    from fusionfabric.commands._fabric_args import build_config, parse_bytes, say
     from fusionfabric.sim.fabric.collective import DTYPES, collective
 
     if args.op not in OPS:

@@ -12,7 +12,7 @@ HELP = "sweep offered load on the cycle-level switch+link model (BookSim-style s
 
 
 def add_arguments(p):
-    from fusionfabric.sim.fabric.cliutil import add_config_arguments
+    from fusionfabric.commands._fabric_args import add_config_arguments
 
     add_config_arguments(p)
     p.add_argument("--pattern", default=None, help="traffic.pattern (uniform, permutation, "
@@ -70,7 +70,7 @@ def format_table(r) -> str:
 
 
 def run(args):
-    from fusionfabric.sim.fabric.cliutil import build_config, say
+    from fusionfabric.commands._fabric_args import build_config, say
     from fusionfabric.sim.fabric.config import ConfigError
     from fusionfabric.sim.fabric.run import run_sweep
     from fusionfabric.sim.fabric.stats import to_csv, to_json

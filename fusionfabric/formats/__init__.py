@@ -17,6 +17,9 @@ bitfields
 chiplet
     The chiplet link's TL and DL layouts, opcodes, widths, PHY parameter checks and
     :class:`~fusionfabric.formats.chiplet.ChipletParams`.
+fec
+    The RS(544,514) code of the FEC profile: sizes, GF(2^10) tables, generator, symbol bit
+    order (IEEE 802.3 cl. 91).
 pcs
     64b/66b sync headers, block and marker layouts, control block types, lock constants and
     parameter checks (IEEE 802.3 cl. 49, cl. 82).

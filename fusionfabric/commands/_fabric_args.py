@@ -1,11 +1,12 @@
-"""Shared command-line plumbing of ``fusionfabric sweep`` and ``collective``."""
+"""Shared command-line plumbing of ``fusionfabric sweep`` and ``collective`` (configuration
+flags, sizes, messages)."""
 
 from __future__ import annotations
 
 import re
 import sys
 
-from .config import ConfigError, load_config
+from fusionfabric.sim.fabric.config import ConfigError, load_config
 
 __all__ = ["add_config_arguments", "build_config", "parse_bytes", "say"]
 
@@ -22,7 +23,7 @@ def add_config_arguments(p):
 
 def build_config(args, flag_keys: dict[str, str]):
     """File, then the flags that were given (``flag_keys``: attribute -> config key), then
-    ``--set``; every bad key or value raises :class:`~sim.cli.CliError`."""
+    ``--set``; every bad key or value raises :class:`~fusionfabric.cli.CliError`."""
     from fusionfabric.cli import CliError
 
     sets = []
