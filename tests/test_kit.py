@@ -213,3 +213,58 @@ def test_amaranth_stream_on_beat_sees_state_after_the_edge():
     assert seen_rx == got == [(w + 1) & 0xFFFF for w in words]
     bad_tx, _, _ = run("corrupt")
     assert bad_tx != seen_tx
+
+
+def test_amaranth_stream_on_cycle_sees_every_edge():
+    """``on_cycle(ctx, valid, ready)`` runs after every edge with the values sampled there.
+    The sender's and the receiver's logs, edge by edge, must obey the +1 stage's ready
+    rule written here (input ready exactly when the output register is empty or being
+    taken: ``ready_in == (not valid_out) or ready_out``), count one beat per word, and
+    count as many idle cycles as the sender's seeded idle draws. Planted fault: the stage
+    that ignores ready breaks the rule in a cycle the check names (only with
+    backpressure). ``stop_after`` ends the sender after that many edges."""
+    from amaranth.sim import Simulator
+
+    from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender, StreamStall
+    words = _words(4, 80)
+
+    def run(fault, stop_after=None):
+        dut = KitIncrement(16, fault=fault)
+        tx_log, rx_log = [], []
+        tx = StreamSender(dut.i_data, words, seed=[4, 0], idle=0.3, stop_after=stop_after,
+                          on_cycle=lambda ctx, v, r: tx_log.append((v, r)))
+        rx = StreamReceiver(dut.o_data, len(words) if stop_after is None else 0,
+                            seed=[4, 1], backpressure=0.3, max_cycles=400,
+                            on_cycle=lambda ctx, v, r: rx_log.append((v, r)))
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(tx.run, background=stop_after is None)
+        sim.add_testbench(rx.run, background=stop_after is not None)
+        try:
+            sim.run()
+        except StreamStall:       # the stage that drops words starves the receiver
+            assert fault == "drop"
+        return tx, rx, tx_log, rx_log
+
+    def rule_breaks(tx_log, rx_log):
+        return [t for t, ((_, r_in), (v_out, r_out)) in enumerate(zip(tx_log, rx_log))
+                if r_in != int((not v_out) or r_out)]
+
+    tx, rx, tx_log, rx_log = run("none")
+    assert len(tx_log) == tx.cycles and rx.cycles[-1] + 1 == len(rx_log)
+    assert [t for t, (v, r) in enumerate(rx_log) if v and r] == rx.cycles
+    assert sum(v and r for v, r in tx_log) == len(words)
+    assert sum(v and r for v, r in rx_log) == len(words)
+    import numpy as np
+    draws = np.random.default_rng([4, 0])
+    idles = 0
+    for _ in words:
+        while draws.random() < 0.3:
+            idles += 1
+    assert sum(not v for v, _ in tx_log) == idles
+    assert rule_breaks(tx_log, rx_log) == []
+    _, _, bad_tx, bad_rx = run("drop")
+    assert rule_breaks(bad_tx, bad_rx), "the ready rule check missed a stage that ignores ready"
+    tx, _, tx_log, _ = run("none", stop_after=25)
+    assert len(tx_log) == tx.cycles == 25
+    assert tx.sent == words[:len(tx.sent)] and len(tx.sent) == sum(v and r for v, r in tx_log)

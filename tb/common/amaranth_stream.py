@@ -11,6 +11,11 @@ is taken; a beat transfers on a clock edge where ``valid`` and ``ready`` are bot
   low in a cycle with probability ``backpressure``; it fails a run that stalls.
 - :func:`run_stream` wires one of each around a component and returns what came out.
 
+Both take two hooks: ``on_beat(ctx, word)`` after the clock edge that took each beat, and
+``on_cycle(ctx, valid, ready)`` after every clock edge they wait, with ``valid`` and
+``ready`` as sampled at that edge (for per-cycle checks: e.g. what a sink does in a cycle
+with ``ready`` high and ``valid`` low, or in which cycles ``ready`` may be high).
+
 Every random choice comes from a ``numpy.random.Generator`` made from a seed; the seed is
 in every failure message. Payloads are integers (the flat bits of the payload, as
 ``Value.cast(port.payload)``).
@@ -63,6 +68,13 @@ class StreamSender:
         ``on_beat(ctx, word)``, called right after the clock edge that took each beat
         (``ctx.get`` then reads the component's state after that edge), e.g. to sample
         status outputs per beat.
+    on_cycle : callable, optional
+        ``on_cycle(ctx, valid, ready)``, called right after every clock edge the sender
+        waits (before ``on_beat`` of a beat taken at that edge), with ``valid`` and
+        ``ready`` as sampled at that edge.
+    stop_after : int, optional
+        End the run after this many clock edges even if payloads are left (``valid`` is
+        then dropped); ``None`` runs until every payload is sent.
 
     Members
     -------
@@ -72,9 +84,14 @@ class StreamSender:
         Clock edges this sender has waited.
     """
 
-    def __init__(self, port, payloads, *, seed=0, idle: float = 0.0, on_beat=None):
+    def __init__(self, port, payloads, *, seed=0, idle: float = 0.0, on_beat=None,
+                 on_cycle=None, stop_after: int | None = None):
+        if stop_after is not None and stop_after < 0:
+            raise ValueError(f"stop_after={stop_after!r} must be >= 0 or None")
         self.port = port
         self.on_beat = on_beat
+        self.on_cycle = on_cycle
+        self.stop_after = stop_after
         self.payloads = list(payloads)
         self.rng, self.seed = make_rng(seed)
         self.idle = _check_probability("idle", idle)
@@ -84,18 +101,32 @@ class StreamSender:
     async def run(self, ctx):
         """The testbench coroutine: ``sim.add_testbench(sender.run, background=True)``."""
         payload = Value.cast(self.port.payload)
+
+        async def edge(valid):
+            _, _, ready = await ctx.tick().sample(self.port.ready)
+            self.cycles += 1
+            if self.on_cycle is not None:
+                self.on_cycle(ctx, valid, int(ready))
+            return ready
+
+        def out_of_time():
+            return self.stop_after is not None and self.cycles >= self.stop_after
+
         for word in self.payloads:
             while self.idle and self.rng.random() < self.idle:
+                if out_of_time():
+                    break
                 ctx.set(self.port.valid, 0)
-                await ctx.tick()
-                self.cycles += 1
+                await edge(0)
+            if out_of_time():
+                break
             ctx.set(payload, word)
             ctx.set(self.port.valid, 1)
-            while True:
-                _, _, taken = await ctx.tick().sample(self.port.ready)
-                self.cycles += 1
-                if taken:
+            while not out_of_time():
+                if await edge(1):
                     break
+            else:
+                break
             self.sent.append(int(word))
             if self.on_beat is not None:
                 self.on_beat(ctx, int(word))
@@ -122,6 +153,10 @@ class StreamReceiver:
         appear (0: no check).
     on_beat : callable, optional
         ``on_beat(ctx, word)``, called right after the clock edge that took each beat.
+    on_cycle : callable, optional
+        ``on_cycle(ctx, valid, ready)``, called right after every clock edge until the
+        last beat (before ``on_beat`` of a beat taken at that edge), with ``valid`` and
+        ``ready`` as sampled at that edge.
 
     Members
     -------
@@ -132,7 +167,8 @@ class StreamReceiver:
     """
 
     def __init__(self, port, count: int, *, seed=0, backpressure: float = 0.0,
-                 max_cycles: int = 100_000, quiet_cycles: int = 0, on_beat=None):
+                 max_cycles: int = 100_000, quiet_cycles: int = 0, on_beat=None,
+                 on_cycle=None):
         if count < 0:
             raise ValueError(f"count={count!r} must be >= 0")
         self.port = port
@@ -142,6 +178,7 @@ class StreamReceiver:
         self.max_cycles = max_cycles
         self.quiet_cycles = quiet_cycles
         self.on_beat = on_beat
+        self.on_cycle = on_cycle
         self.received: list[int] = []
         self.cycles: list[int] = []
 
@@ -156,6 +193,8 @@ class StreamReceiver:
             ready = int(not (self.backpressure and self.rng.random() < self.backpressure))
             ctx.set(self.port.ready, ready)
             _, _, valid, word = await ctx.tick().sample(self.port.valid, payload)
+            if self.on_cycle is not None:
+                self.on_cycle(ctx, int(valid), ready)
             if valid and ready:
                 self.received.append(int(word))
                 self.cycles.append(cycle)
