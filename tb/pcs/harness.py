@@ -117,43 +117,54 @@ def channel_inputs(rng, rows, channel: LaneChannel, events=None):
     return out
 
 
-def compare_tx_amaranth(dut, rng: np.random.Generator, n_cycles: int, p_valid: float = 0.8):
-    """Drive ``dut`` (a ``PcsTx``) with random beats (valid with probability ``p_valid``),
-    record the rows it accepted (or IDLE rows it had to send), and assert ``o_lanes`` equals
+def compare_tx_amaranth(dut, rng, n_cycles: int, p_valid: float = 0.8):
+    """Drive ``dut`` (a ``PcsTx``) for ``n_cycles`` cycles with random rows through
+    :class:`fusionfabric.tb.common.amaranth_stream.StreamSender` (an idle cycle before each
+    row with probability ``1 - p_valid``), record the rows it accepted (or IDLE rows it had
+    to send in a cycle with ready high and valid low), and assert ``o_lanes`` equals
     :func:`fusionfabric.sim.pcs.transmit` of those rows, block for block (W = 66) or word for word of
     :func:`fusionfabric.sim.pcs.serialize` (W = 32/64), and that ``i_data.ready`` is only high in the
-    gearbox's row cycles (:func:`fusionfabric.sim.pcs.tx_takes`). Returns the number of output words
+    gearbox's row cycles (:func:`fusionfabric.sim.pcs.tx_takes`). ``rng`` is a seed or a numpy
+    Generator (rows and idle cycles are drawn from it). Returns the number of output words
     compared per lane."""
     from amaranth.sim import Simulator
 
+    from fusionfabric.formats.pcs import WORD
+    from fusionfabric.tb.common.amaranth_stream import StreamSender, make_rng
+
+    rng, seed = make_rng(rng)
     n, P, W = dut.n_lanes, dut.am_period, dut.serdes_width
     sent_d, sent_c, got, readys = [], [], [], []
     idle_d, idle_c = pcs.idle_row(n)
+    rows = []
+    for _ in range(n_cycles):
+        data, ctrl = pcs.random_rows(rng, 1, n)
+        rows.append((data, ctrl))
 
-    async def bench(ctx):
-        for _ in range(n_cycles):
-            data, ctrl = pcs.random_rows(rng, 1, n)
-            valid = bool(rng.random() < p_valid)
-            ctx.set(dut.i_data.valid, valid)
-            for k in range(n):
-                ctx.set(dut.i_data.payload[k].data, int(data[k]))
-                ctx.set(dut.i_data.payload[k].ctrl, int(ctrl[k]))
-            ready = ctx.get(dut.i_data.ready)
-            readys.append(ready)
-            if ready:
-                if valid:
-                    sent_d.extend(int(x) for x in data)
-                    sent_c.extend(int(x) for x in ctrl)
-                else:
-                    sent_d.extend(idle_d)
-                    sent_c.extend(idle_c)
-            await ctx.tick()
-            got.append([ctx.get(dut.o_lanes[k]) for k in range(n)])
+    def flat(row):
+        return sum(WORD.pack(data=int(d), ctrl=int(c)) << (k * WORD.width)
+                   for k, (d, c) in enumerate(zip(*row)))
 
+    def on_cycle(ctx, valid, ready):
+        readys.append(ready)
+        if ready and not valid:
+            sent_d.extend(idle_d)
+            sent_c.extend(idle_c)
+        got.append([ctx.get(dut.o_lanes[k]) for k in range(n)])
+
+    def on_beat(ctx, word):
+        data, ctrl = rows[len(sender.sent) - 1]
+        sent_d.extend(int(x) for x in data)
+        sent_c.extend(int(x) for x in ctrl)
+
+    sender = StreamSender(dut.i_data, [flat(r) for r in rows], seed=rng, idle=1.0 - p_valid,
+                          on_cycle=on_cycle, on_beat=on_beat, stop_after=n_cycles)
+    sender.seed = seed
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(bench)
+    sim.add_testbench(sender.run)
     sim.run()
+    assert sender.cycles == len(got) == n_cycles, (sender.cycles, len(got), f"seed {seed}")
     tx = pcs.transmit(sent_d, sent_c, n, P)
     blocks = [tx.blocks(k) for k in range(n)]
     takes = pcs.tx_takes(W, n_cycles)
