@@ -9,6 +9,7 @@ from fusionfabric.rtl.bist import TrafficCheck, TrafficGen
 from fusionfabric.rtl.blocks import BlockError, get_block
 from fusionfabric.sim.bist import TrafficCheckModel, TrafficGenModel
 from fusionfabric.formats.switch import switch_flit
+from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender
 
 
 def _run(dut, bench):
@@ -18,26 +19,23 @@ def _run(dut, bench):
     sim.run()
 
 
-def _collect(dut, n_flits, load, ready_prob, seed, budget=0):
-    """Run ``dut`` (a TrafficGen) and return (flits, cycles, final counters)."""
-    rng = np.random.default_rng(seed)
-    got, info = [], {}
+def _collect(dut, n_flits, load, ready_prob, seed, budget=0, quiet=0):
+    """Run ``dut`` (a TrafficGen) with StreamReceiver (ready low with probability
+    ``1 - ready_prob``, from ``seed``) for ``n_flits`` flits, then ``quiet`` cycles with
+    ready high in which no flit may come; return (flits, final counters), ``info["cycles"]``
+    being the cycle after the last flit."""
+    rx = StreamReceiver(dut.o_flit, n_flits, seed=seed, backpressure=1.0 - ready_prob,
+                        max_cycles=50 * n_flits + 200, quiet_cycles=quiet)
+    info = {}
 
     async def bench(ctx):
         ctx.set(dut.i_load, load)
         ctx.set(dut.i_budget, budget)
         ctx.set(dut.i_enable, 1)
-        cycles = 0
-        while len(got) < n_flits and cycles < 50 * n_flits + 200:
-            ready = int(rng.random() < ready_prob)
-            ctx.set(dut.o_flit.ready, ready)
-            if ready and ctx.get(dut.o_flit.valid):
-                got.append(ctx.get(dut.o_flit.payload.as_value()))
-            await ctx.tick()
-            cycles += 1
+        await rx.run(ctx)
         ctx.set(dut.o_flit.ready, 0)
         await ctx.tick()
-        info["cycles"] = cycles
+        info["cycles"] = rx.cycles[-1] + 1 if rx.cycles else 0
         info["flits"] = ctx.get(dut.o_flits)
         info["packets"] = ctx.get(dut.o_packets)
         info["next_seq"] = [ctx.get(dut.o_next_seq[i]) for i in range(dut.n_ports)]
@@ -45,7 +43,7 @@ def _collect(dut, n_flits, load, ready_prob, seed, budget=0):
         info["done"] = ctx.get(dut.o_done)
 
     _run(dut, bench)
-    return got, info
+    return rx.received, info
 
 
 GEN_CASES = {
@@ -88,38 +86,31 @@ def test_generator_line_rate_and_budget():
 
 
 def test_generator_load_zero_sends_nothing():
-    got, info = _collect(TrafficGen(data_width=64), 1, load=0, ready_prob=1.0, seed=0)
+    got, info = _collect(TrafficGen(data_width=64), 0, load=0, ready_prob=1.0, seed=0,
+                         quiet=250)
     assert got == [] and info["started"] == 0
 
 
 def _feed_checker(dut, words, stall, idle, seed):
-    """Drive ``words`` into a TrafficCheck with random idle cycles; return its counters."""
-    rng = np.random.default_rng(seed)
-    out = {}
+    """Drive ``words`` into a TrafficCheck with StreamSender (an idle cycle before a word
+    with probability ``idle``, from ``seed``); return its counters and the cycles with
+    valid high and ready low (``"stalled"``)."""
+    out = {"stalled": 0}
+
+    def on_cycle(ctx, valid, ready):
+        out["stalled"] += bool(valid and not ready)
+
+    tx = StreamSender(dut.i_flit, words, seed=seed, idle=idle, on_cycle=on_cycle)
 
     async def bench(ctx):
         ctx.set(dut.i_stall, stall)
-        stalled = 0
-        k = 0
-        while k < len(words):
-            if rng.random() < idle:
-                ctx.set(dut.i_flit.valid, 0)
-            else:
-                ctx.set(dut.i_flit.valid, 1)
-                ctx.set(dut.i_flit.payload.as_value(), words[k])
-                if ctx.get(dut.i_flit.ready):
-                    k += 1
-                else:
-                    stalled += 1
-            await ctx.tick()
-        ctx.set(dut.i_flit.valid, 0)
+        await tx.run(ctx)
         # the last handshake completes at the edge ending cycle t; two more edges put us
         # in cycle t+3, the documented latency of the counters (t+2 would miss it)
         await ctx.tick().repeat(2)
         for name in ("packets", "flits", "seq_errors", "data_errors", "framing_errors"):
             out[name] = ctx.get(getattr(dut, "o_" + name))
         out["expected"] = [ctx.get(dut.o_expected[i]) for i in range(dut.n_ports)]
-        out["stalled"] = stalled
 
     _run(dut, bench)
     return out
