@@ -21,6 +21,7 @@ from fusionfabric.rtl.fabric.bist import FabricBist, PortTrafficCheck, PortTraff
 from fusionfabric.formats.bist import PORT_FLIP_BIT
 from fusionfabric.sim.bist import PortCheckModel, PortGenModel, port_traffic
 from fusionfabric.formats.chiplet import PORT_BEAT, Opcode
+from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender
 
 
 def _run(dut, bench):
@@ -30,32 +31,29 @@ def _run(dut, bench):
     sim.run()
 
 
-def _collect(dut, n_beats, load, ready_prob, seed, budget=0):
-    rng = np.random.default_rng(seed)
-    got, info = [], {}
+def _collect(dut, n_beats, load, ready_prob, seed, budget=0, quiet=0):
+    """Take ``n_beats`` request beats with StreamReceiver (ready low with probability
+    ``1 - ready_prob``, from ``seed``), then ``quiet`` cycles with ready high in which no
+    beat may come; ``info["cycles"]`` is the cycle after the last beat."""
+    rx = StreamReceiver(dut.o_req, n_beats, seed=seed, backpressure=1.0 - ready_prob,
+                        max_cycles=50 * n_beats + 200, quiet_cycles=quiet)
+    info = {}
 
     async def bench(ctx):
         ctx.set(dut.i_load, load)
         ctx.set(dut.i_budget, budget)
         ctx.set(dut.i_enable, 1)
-        cycles = 0
-        while len(got) < n_beats and cycles < 50 * n_beats + 200:
-            ready = int(rng.random() < ready_prob)
-            ctx.set(dut.o_req.ready, ready)
-            if ready and ctx.get(dut.o_req.valid):
-                got.append(ctx.get(dut.o_req.payload.as_value()))
-            await ctx.tick()
-            cycles += 1
+        await rx.run(ctx)
         ctx.set(dut.o_req.ready, 0)
         for _ in range(3):
             await ctx.tick()
-        info.update(cycles=cycles, beats=ctx.get(dut.o_beats),
+        info.update(cycles=rx.cycles[-1] + 1 if rx.cycles else 0, beats=ctx.get(dut.o_beats),
                     messages=ctx.get(dut.o_messages), started=ctx.get(dut.o_started),
                     done=ctx.get(dut.o_done),
                     next_seq=[ctx.get(dut.o_next_seq[i]) for i in range(dut.n_endpoints)])
 
     _run(dut, bench)
-    return got, info
+    return rx.received, info
 
 
 GEN_CASES = {
@@ -75,8 +73,8 @@ def test_port_generator_matches_model(params):
     model = PortGenModel(**params)
     msgs = model.messages(budget)
     want = model.beats_of(msgs)
-    got, info = _collect(PortTrafficGen(**params), len(want) + 5, load=170, ready_prob=0.7,
-                         seed=11, budget=budget)
+    got, info = _collect(PortTrafficGen(**params), len(want), load=170, ready_prob=0.7,
+                         seed=11, budget=budget, quiet=200)
     assert got == want                        # every beat, and nothing past the budget
     assert info["beats"] == len(want) and info["messages"] == budget
     assert info["started"] == budget and info["done"] == 1
@@ -103,31 +101,29 @@ def test_port_generator_line_rate():
 
 
 def _check_run(params, beats, rsp_beats=0, stall=0, seed=3):
-    """Feed ``beats`` (PORT_BEAT words) into a PortTrafficCheck with random idle cycles;
-    return its counters."""
+    """Feed ``beats`` (PORT_BEAT words) into a PortTrafficCheck with StreamSender (an idle
+    cycle before a beat with probability 0.2, from ``seed``) and ``rsp_beats`` response
+    beats in the first cycles; return its counters."""
     dut = PortTrafficCheck(**params)
-    rng = np.random.default_rng(seed)
+    tx = StreamSender(dut.i_req, beats, seed=seed, idle=0.2,
+                      stop_after=20 * len(beats) + 100)
+    rsp_left = [rsp_beats]
     out = {}
+
+    async def responses(ctx):
+        while rsp_left[0]:
+            ctx.set(dut.i_rsp.valid, 1)
+            await ctx.tick()
+            rsp_left[0] -= 1
+        ctx.set(dut.i_rsp.valid, 0)
 
     async def bench(ctx):
         ctx.set(dut.i_stall, stall)
-        k, rsp = 0, rsp_beats
-        for _ in range(20 * len(beats) + 100):
-            if k == len(beats) and rsp == 0:
-                break
-            if k < len(beats) and rng.random() < 0.8:
-                ctx.set(dut.i_req.valid, 1)
-                ctx.set(dut.i_req.payload.as_value(), beats[k])
-            else:
-                ctx.set(dut.i_req.valid, 0)
-            ctx.set(dut.i_rsp.valid, int(rsp > 0))
-            took = ctx.get(dut.i_req.valid) and ctx.get(dut.i_req.ready)
+        await tx.run(ctx)
+        assert len(tx.sent) == len(beats), \
+            f"checker stalled: {len(tx.sent)} of {len(beats)} beats (seed {seed})"
+        while rsp_left[0]:
             await ctx.tick()
-            k += bool(took)
-            rsp -= rsp > 0
-        assert k == len(beats), "checker stalled"
-        ctx.set(dut.i_req.valid, 0)
-        ctx.set(dut.i_rsp.valid, 0)
         for _ in range(3):                    # documented latency to the counters
             await ctx.tick()
         for name in ("messages", "beats", "seq_errors", "data_errors", "unexpected",
@@ -135,7 +131,11 @@ def _check_run(params, beats, rsp_beats=0, stall=0, seed=3):
             out[name] = ctx.get(getattr(dut, f"o_{name}"))
         out["expected"] = [ctx.get(dut.o_expected[s]) for s in range(dut.n_endpoints)]
 
-    _run(dut, bench)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(responses, background=True)
+    sim.add_testbench(bench)
+    sim.run()
     return out
 
 
