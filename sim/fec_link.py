@@ -236,7 +236,7 @@ class Channel:
     decoding).
     """
 
-    CHUNK = 1024
+    CHUNK = 256
 
     def __init__(self, ber: float = 0.0, burst_len: int = 0, rng=None, planted=None):
         self.ber = _prob("ber", ber, 0.5)
@@ -405,7 +405,7 @@ class LinkResult:
     seed: int
     flits: int                  #: data DL flits delivered in order
     writes: int                 #: 256-byte writes delivered whole
-    payload_bits: int
+    payload_bits: float
     lane_bits: int              #: raw forward lane bits of the measured window
     goodput: float
     bound: float
@@ -421,6 +421,7 @@ class LinkResult:
     lost: int
     duplicated: int
     corrupted: int
+    replay_from: list = field(default_factory=list)   #: sequence each rewind restarted at
     fwd: dict = field(default_factory=dict)
     rev: dict = field(default_factory=dict)
 
@@ -490,6 +491,7 @@ def run(flits: int, params: LinkParams | None = None, ber: float = 0.0, burst_le
     high = 0                # one past the highest sequence sent
     last_progress = 0       # slot time of the last ACK progress (replay timer)
     replays = timeouts = tx_data = tx_control = 0
+    replay_from = []
     # RX state
     expected = 0
     episode = False
@@ -567,11 +569,13 @@ def run(flits: int, params: LinkParams | None = None, ber: float = 0.0, burst_le
                 if nak:
                     send_ptr = a
                     replays += 1
+                    replay_from.append(a)
                     last_progress = t_arrive
         if acked < high and t - last_progress >= p.timeout:
             send_ptr = acked
             replays += 1
             timeouts += 1
+            replay_from.append(acked)
             last_progress = t
         if send_ptr < high or send_ptr < acked_prev + depth:
             if high == acked:       # the timer runs only while flits are unacknowledged
@@ -593,7 +597,7 @@ def run(flits: int, params: LinkParams | None = None, ber: float = 0.0, burst_le
     lane_bits = lane_cw * CW_BITS
     payload_slots = flits * SLOTS_PER_TL * p.n_tl
     writes = payload_slots // WRITE_SLOTS
-    payload_bits = flits * SLOTS_PER_TL * p.n_tl * SLOT_BITS * 16 // WRITE_SLOTS
+    payload_bits = flits * SLOTS_PER_TL * p.n_tl * SLOT_BITS * 16 / WRITE_SLOTS
     bound = format_bound(p)["bound"]
     return LinkResult(
         params=p, ber=ber, burst_len=burst_len, seed=seed, flits=delivered, writes=writes,
@@ -602,4 +606,4 @@ def run(flits: int, params: LinkParams | None = None, ber: float = 0.0, burst_le
         timeouts=timeouts, nak_sent=nak_sent, fec_dropped=fec_dropped,
         crc_dropped=crc_dropped, rx_dup_dropped=rx_dup, rev_lost=rev_lost, lost=flits - delivered - dup_delivered - corrupted,
         duplicated=dup_delivered,
-        corrupted=corrupted, fwd=_counters(fwd_ch), rev=_counters(rev_ch))
+        corrupted=corrupted, replay_from=replay_from, fwd=_counters(fwd_ch), rev=_counters(rev_ch))
