@@ -102,6 +102,31 @@ def test_bad_values_named():
         Message(Opcode.WRITE, length=0, data=b"")
 
 
+@pytest.mark.parametrize("kw,named", [
+    ({"rx_credits": 0}, "rx_credits=0"), ({"rx_credits": 1025}, "rx_credits=1025"),
+    ({"replay_timeout": -1}, "replay_timeout=-1"),
+    ({"replay_timeout": 65536}, "replay_timeout=65536"),
+    ({"close_timeout": 0}, "close_timeout=0"), ({"close_timeout": 256}, "close_timeout=256"),
+    ({"replay_depth": 128}, "replay_depth=128"), ({"tl_per_dl": 0}, "tl_per_dl=0"),
+    ({"rx_credits": True}, "rx_credits=True"), ({"tl_per_dl": 4.0}, "tl_per_dl=4.0"),
+    ({"close_timeout": "8"}, "close_timeout='8'"), ({"stamp_src": 1}, "stamp_src=1"),
+])
+def test_chiplet_params_bad_value_named(kw, named):
+    with pytest.raises(ValueError, match=named):
+        ChipletParams(**kw)
+
+
+def test_chiplet_params_limits_accepted():
+    # the edges of every documented range (formats.chiplet.ChipletParams) are legal
+    lo = ChipletParams(tl_per_dl=1, replay_depth=2, rx_credits=1, replay_timeout=0,
+                       close_timeout=1, stamp_src=False)
+    hi = ChipletParams(tl_per_dl=32, replay_depth=64, rx_credits=1024, replay_timeout=65535,
+                       close_timeout=255)
+    assert (lo.flit_slots, hi.flit_slots) == (5, 129)
+    # timeout 0 derives 8 DL flit times + 64 cycles (docs/protocol.md), else is taken as given
+    assert (lo.timeout, hi.timeout) == (8 * 5 + 64, 65535)
+
+
 def _rank_gf2(vals):
     vals = [int(v) for v in vals]
     rank = 0

@@ -5,10 +5,11 @@ import zlib
 import numpy as np
 import pytest
 from amaranth.lib import crc as acrc
+from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
-from fusionfabric.rtl.blocks import BlockError, get_block
-from fusionfabric.rtl.chiplet import DataLinkTx, TransactionTx
+from fusionfabric.rtl.blocks import BlockError, _disown_failed, get_block
+from fusionfabric.rtl.chiplet import Chiplet, DataLinkTx, TransactionTx
 from fusionfabric.formats import chiplet as F
 from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.chiplet import Opcode
@@ -93,7 +94,7 @@ def _tx_capture(dut, tl_flits, cycles, ack=5, freed=(3, 7)):
         ctx.set(dut.i_rx_expected, ack)
         ctx.set(dut.i_freed0, freed[0])
         ctx.set(dut.i_freed1, freed[1])
-        for _ in range(3 + 2 * F.dl_flit_slots(dut.tl_per_dl)):
+        for _ in range(3 + 2 * dut.params.flit_slots):
             await ctx.delay(1e-10)
             if ctx.get(dut.o_phy.valid):
                 words.append(F.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
@@ -131,7 +132,7 @@ def _tx_capture(dut, tl_flits, cycles, ack=5, freed=(3, 7)):
             flits.append(cur)
         if cur is not None:
             cur.append(w["data"])
-    return [C.slots_to_flit(f) for f in flits if len(f) == F.dl_flit_slots(dut.tl_per_dl)]
+    return [C.slots_to_flit(f) for f in flits if len(f) == dut.params.flit_slots]
 
 
 @pytest.mark.parametrize("tl_per_dl", [2, 3])
@@ -142,7 +143,7 @@ def test_dl_tx_flit_bytes_match_model(tl_per_dl):
     tls = C.pack_tl(msgs)
     resp = C.pack_tl([C.random_message(rng, [Opcode.READ_CPL], tag=9, dest=1)])
     stream_ = [(0, t) for t in tls] + [(1, t) for t in resp]
-    dut = DataLinkTx(tl_per_dl=tl_per_dl, replay_depth=8)
+    dut = DataLinkTx(F.ChipletParams(tl_per_dl=tl_per_dl, replay_depth=8))
     flits = _tx_capture(dut, stream_, 80 + 16 * len(stream_))
     # the first flit on the wire is a bring-up control flit (sent before the peer's)
     assert flits[0] == C.dl_frame([], DLHeader(ack=5, init=1, credit0=16, credit1=16),
@@ -207,3 +208,25 @@ def test_block_parameter_errors_named():
         get_block("chiplet").build(replay_depth=6)
     with pytest.raises(BlockError, match="tl_per_dl=0"):
         get_block("chiplet").build(tl_per_dl=0)
+
+
+def test_chiplet_params_one_object():
+    # the keyword constructor checks its values once, as a ChipletParams, naming a bad one
+    for kw, named in (({"rx_credits": "4"}, "rx_credits='4'"), ({"stamp_src": 0}, "stamp_src=0"),
+                      ({"close_timeout": 0}, "close_timeout=0")):
+        with pytest.raises(ValueError, match=named) as exc:
+            Chiplet(**kw)
+        _disown_failed(exc.value)       # the half-built chiplet raises no UnusedElaboratable
+    with pytest.raises(TypeError, match="params=") as exc:
+        DataLinkTx({"tl_per_dl": 2})
+    _disown_failed(exc.value)
+    with pytest.raises(TypeError, match="params="):
+        Chiplet.from_params({"tl_per_dl": 2})
+    # both data-link layers of an elaborated chiplet hold the chiplet's own object
+    p = F.ChipletParams(tl_per_dl=1, replay_depth=2, rx_credits=3, replay_timeout=9,
+                        close_timeout=5, stamp_src=False)
+    c = Chiplet.from_params(p)
+    assert c.params == p
+    subs = {name: sub.origins[0] for sub, name, _ in Fragment.get(c, None).subfragments}
+    assert subs["dl_tx"].params is c.params and subs["dl_rx"].params is c.params
+    assert subs["tl_tx"].stamp_src is False

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from numbers import Integral
 
 from .bitfields import Fields
 from .switch import CHUNK_BITS, DEST_BITS, SRC_BITS
@@ -163,15 +164,48 @@ def check_phy_params(tl_per_dl: int, start_every: int) -> None:
 
 @dataclass(frozen=True)
 class ChipletParams:
-    """The chiplet's parameters (same names as the RTL block ``chiplet``)."""
+    """The link parameters of one chiplet (same names as the RTL block ``chiplet``).
+
+    One object carries them from the ``Chiplet`` constructor to its data-link layers and to
+    the numpy model; constructing it checks every value.
+
+    Parameters
+    ----------
+    tl_per_dl : int
+        TL flits (64 B) per DL flit, 1..32; a DL flit is ``4 * tl_per_dl + 1`` slots.
+    replay_depth : int
+        DL flits kept for replay, a power of two in 2..64.
+    rx_credits : int
+        Receive buffer per VC in TL flits, 1..1024 (advertised to the peer at bring-up).
+    replay_timeout : int
+        Cycles without ack progress before replaying, 0..65535; 0 derives it
+        (:attr:`timeout`).
+    close_timeout : int
+        Idle cycles before a partly filled DL flit is sent as it is, 1..255.
+    stamp_src : bool
+        True for an accelerator endpoint (``src`` = node id); False on the switch side of a
+        fabric link, where forwarded messages keep their source.
+
+    Raises
+    ------
+    ValueError
+        Naming the first bad value (not an int, or out of range; ``stamp_src`` not a bool).
+    """
     tl_per_dl: int = 4
     replay_depth: int = 8
     rx_credits: int = 16
-    replay_timeout: int = 0     # 0: derived (see :meth:`timeout`)
+    replay_timeout: int = 0
     close_timeout: int = 8
-    stamp_src: bool = True      # False: switch side of a fabric link (src forwarded as is)
+    stamp_src: bool = True
 
     def __post_init__(self):
+        for name in ("tl_per_dl", "replay_depth", "rx_credits", "replay_timeout",
+                     "close_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, Integral) or isinstance(value, bool):
+                raise ValueError(f"{name}={value!r} must be an int")
+        if not isinstance(self.stamp_src, bool):
+            raise ValueError(f"stamp_src={self.stamp_src!r} must be a bool")
         check_tl_per_dl(self.tl_per_dl)
         d = self.replay_depth
         if d < 2 or d > 64 or d & (d - 1):

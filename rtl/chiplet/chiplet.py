@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from amaranth import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from fusionfabric.formats.chiplet import SRC_BITS
-from .common import STATUS, check_params, phy_layout, port_layout
+from fusionfabric.formats.chiplet import SRC_BITS, ChipletParams
+from .common import STATUS, phy_layout, port_layout
 from .dl_rx import DataLinkRx
 from .dl_tx import DataLinkTx
 from .tl_rx import TransactionRx
@@ -44,6 +46,11 @@ class Chiplet(wiring.Component):
         True for an accelerator endpoint (``src`` = ``i_node_id``); False on the switch side
         of a fabric link, where the forwarded messages keep their source.
 
+    The six are checked and kept as one
+    :class:`~fusionfabric.formats.chiplet.ChipletParams`, ``self.params`` (a bad value
+    raises ValueError naming it), which both data-link layers share;
+    :meth:`from_params` builds a chiplet from such an object.
+
     Members
     -------
     i_req, i_rsp : In(stream.Signature(sim.chiplet.PORT_BEAT))
@@ -73,14 +80,9 @@ class Chiplet(wiring.Component):
 
     def __init__(self, tl_per_dl=4, replay_depth=8, rx_credits=16, replay_timeout=0,
                  close_timeout=8, stamp_src=True):
-        self.stamp_src = stamp_src
-        self.lp = check_params(tl_per_dl, replay_depth, rx_credits, replay_timeout,
-                               close_timeout)
-        self.tl_per_dl = tl_per_dl
-        self.replay_depth = replay_depth
-        self.rx_credits = rx_credits
-        self.replay_timeout = replay_timeout
-        self.close_timeout = close_timeout
+        self.params = ChipletParams(tl_per_dl=tl_per_dl, replay_depth=replay_depth,
+                                    rx_credits=rx_credits, replay_timeout=replay_timeout,
+                                    close_timeout=close_timeout, stamp_src=stamp_src)
         super().__init__({
             "i_req": In(stream.Signature(port_layout())),
             "o_req": Out(stream.Signature(port_layout())),
@@ -93,14 +95,18 @@ class Chiplet(wiring.Component):
             "o_status": Out(STATUS.layout()),
         })
 
+    @classmethod
+    def from_params(cls, params: ChipletParams) -> "Chiplet":
+        """A chiplet built from a :class:`~fusionfabric.formats.chiplet.ChipletParams`."""
+        if not isinstance(params, ChipletParams):
+            raise TypeError(f"params={params!r} must be a fusionfabric.formats.chiplet.ChipletParams")
+        return cls(**asdict(params))
+
     def elaborate(self, platform):
         m = Module()
-        p = dict(tl_per_dl=self.tl_per_dl, replay_depth=self.replay_depth,
-                 rx_credits=self.rx_credits, replay_timeout=self.replay_timeout,
-                 close_timeout=self.close_timeout)
-        m.submodules.tl_tx = tltx = TransactionTx(stamp_src=self.stamp_src)
-        m.submodules.dl_tx = dltx = DataLinkTx(**p)
-        m.submodules.dl_rx = dlrx = DataLinkRx(**p)
+        m.submodules.tl_tx = tltx = TransactionTx(stamp_src=self.params.stamp_src)
+        m.submodules.dl_tx = dltx = DataLinkTx(self.params)
+        m.submodules.dl_rx = dlrx = DataLinkRx(self.params)
         m.submodules.tl_rx0 = tlrx0 = TransactionRx()
         m.submodules.tl_rx1 = tlrx1 = TransactionRx()
 

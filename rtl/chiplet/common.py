@@ -8,7 +8,7 @@ from fusionfabric.formats.chiplet import (PHY_WORD, PORT_BEAT, SEQ_BITS, STATUS,
                                          Opcode)
 
 __all__ = ["PHY_WORD", "TL_FLIT", "STATUS", "phy_layout", "tl_layout", "port_layout",
-           "data_slots", "valid_opcode", "check_params", "LINK_DOWN",
+           "data_slots", "valid_opcode", "as_params", "LINK_DOWN",
            "LINK_INIT", "LINK_ACTIVE"]
 
 LINK_DOWN, LINK_INIT, LINK_ACTIVE = 0, 1, 2
@@ -43,15 +43,13 @@ def valid_opcode(opcode, vc: int):
     return v
 
 
-def check_params(tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout):
-    """Validate the chiplet parameters (the numpy model's rules) or raise ValueError."""
-    for name, value in (("tl_per_dl", tl_per_dl), ("replay_depth", replay_depth),
-                        ("rx_credits", rx_credits), ("replay_timeout", replay_timeout),
-                        ("close_timeout", close_timeout)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{name}={value!r} must be an int")
-    return ChipletParams(tl_per_dl=tl_per_dl, replay_depth=replay_depth, rx_credits=rx_credits,
-                         replay_timeout=replay_timeout, close_timeout=close_timeout)
+def as_params(params) -> ChipletParams:
+    """``params`` itself if it is a :class:`ChipletParams`, the defaults if None."""
+    if params is None:
+        return ChipletParams()
+    if not isinstance(params, ChipletParams):
+        raise TypeError(f"params={params!r} must be a fusionfabric.formats.chiplet.ChipletParams")
+    return params
 
 
 def sat_inc(m, counter: Signal, cond):

@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
 from fusionfabric.formats.chiplet import DL_HEADER, SEQ_BITS, SLOT_BITS
-from .common import check_params, phy_layout, sat_inc, seq_dist
+from .common import as_params, phy_layout, sat_inc, seq_dist
 
 __all__ = ["DataLinkRx"]
 
@@ -33,8 +33,10 @@ class DataLinkRx(wiring.Component):
 
     Parameters
     ----------
-    tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
-        See :class:`fusionfabric.formats.chiplet.ChipletParams`.
+    params : fusionfabric.formats.chiplet.ChipletParams, optional
+        The link parameters (checked when that object was built); None: the defaults.
+        Used here: ``tl_per_dl`` (flit length) and ``rx_credits`` (receive FIFO depth);
+        kept as ``self.params``.
 
     Members
     -------
@@ -62,15 +64,8 @@ class DataLinkRx(wiring.Component):
     forward). One word per cycle sustained. Reset clears the sequence state and FIFOs.
     """
 
-    def __init__(self, tl_per_dl=4, replay_depth=8, rx_credits=16, replay_timeout=0,
-                 close_timeout=8):
-        self.lp = check_params(tl_per_dl, replay_depth, rx_credits, replay_timeout,
-                               close_timeout)
-        self.tl_per_dl = tl_per_dl
-        self.replay_depth = replay_depth
-        self.rx_credits = rx_credits
-        self.replay_timeout = replay_timeout
-        self.close_timeout = close_timeout
+    def __init__(self, params=None):
+        self.params = as_params(params)
         super().__init__({
             "i_phy": In(stream.Signature(phy_layout())),
             "i_link_up": In(1),
@@ -91,7 +86,8 @@ class DataLinkRx(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        N = self.tl_per_dl
+        p = self.params
+        N = p.tl_per_dl
         SL = 4 * N
 
         m.submodules.stage = stage = Memory(shape=SLOT_BITS, depth=2 * SL, init=[])
@@ -99,7 +95,7 @@ class DataLinkRx(wiring.Component):
         rp = stage.read_port()
         fifos = []
         for v in range(2):
-            q = fifo.SyncFIFOBuffered(width=SLOT_BITS, depth=4 * self.rx_credits)
+            q = fifo.SyncFIFOBuffered(width=SLOT_BITS, depth=4 * p.rx_credits)
             m.submodules[f"vc{v}"] = q
             fifos.append(q)
             o = (self.o_slot0, self.o_slot1)[v]

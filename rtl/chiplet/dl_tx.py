@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
 from fusionfabric.formats.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SLOT_BITS
-from .common import (LINK_ACTIVE, LINK_DOWN, LINK_INIT, check_params, phy_layout, sat_inc,
+from .common import (LINK_ACTIVE, LINK_DOWN, LINK_INIT, as_params, phy_layout, sat_inc,
                      seq_dist, tl_layout)
 
 __all__ = ["DataLinkTx"]
@@ -47,8 +47,10 @@ class DataLinkTx(wiring.Component):
 
     Parameters
     ----------
-    tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
-        See :class:`fusionfabric.formats.chiplet.ChipletParams` (same names, same checks).
+    params : fusionfabric.formats.chiplet.ChipletParams, optional
+        The link parameters (checked when that object was built); None: the defaults.
+        Used here: ``tl_per_dl``, ``replay_depth``, ``rx_credits``, ``replay_timeout``
+        (through ``params.timeout``) and ``close_timeout``; kept as ``self.params``.
 
     Members
     -------
@@ -84,15 +86,8 @@ class DataLinkTx(wiring.Component):
     cycles. Reset: all pointers, credits and counters to 0, state DOWN.
     """
 
-    def __init__(self, tl_per_dl=4, replay_depth=8, rx_credits=16, replay_timeout=0,
-                 close_timeout=8):
-        self.lp = check_params(tl_per_dl, replay_depth, rx_credits, replay_timeout,
-                               close_timeout)
-        self.tl_per_dl = tl_per_dl
-        self.replay_depth = replay_depth
-        self.rx_credits = rx_credits
-        self.replay_timeout = replay_timeout
-        self.close_timeout = close_timeout
+    def __init__(self, params=None):
+        self.params = as_params(params)
         super().__init__({
             "i_tl": In(stream.Signature(tl_layout())),
             "o_credit_ok": Out(2),
@@ -116,11 +111,12 @@ class DataLinkTx(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        N = self.tl_per_dl
-        D = self.replay_depth
+        p = self.params
+        N = p.tl_per_dl
+        D = p.replay_depth
         d = D.bit_length() - 1
         SL = 4 * N                                  # payload slots per DL flit
-        T = self.lp.timeout
+        T = p.timeout
 
         m.submodules.mem = mem = Memory(shape=SLOT_BITS, depth=D * SL, init=[])
         wp = mem.write_port()
@@ -151,7 +147,7 @@ class DataLinkTx(wiring.Component):
         f_j = Signal(range(N + 1))
         f_k = Signal(2)
         f_vc = Signal(N)
-        f_idle = Signal(range(self.close_timeout + 1))
+        f_idle = Signal(range(p.close_timeout + 1))
         room = seq_dist(fill_ptr, ack_ptr) < D
         fill_idx = fill_ptr[:d] if d else Const(0, 1)
         tl = self.i_tl.payload
@@ -181,7 +177,7 @@ class DataLinkTx(wiring.Component):
                     with m.Else():
                         m.d.sync += [f_j.eq(f_j + 1), f_vc.eq(vc_next)]
             with m.Elif((f_j != 0) & (f_k == 0)):
-                with m.If(f_idle == self.close_timeout - 1):   # never above (lint-clean at 1)
+                with m.If(f_idle == p.close_timeout - 1):   # never above (lint-clean at 1)
                     complete(f_j, f_vc)
                 with m.Else():
                     m.d.sync += f_idle.eq(f_idle + 1)
@@ -223,8 +219,8 @@ class DataLinkTx(wiring.Component):
             hdr.seq.eq(cur_seq), hdr.data.eq(cur_data), hdr.n_tl.eq(cur_ntl),
             hdr.vc.eq(cur_vcb), hdr.ack.eq(self.i_rx_expected), hdr.nak.eq(self.i_rx_nak),
             hdr.init.eq(is_init), hdr.init_seen.eq(seen),
-            hdr.credit0.eq(Mux(is_init, self.rx_credits, self.i_freed0)),
-            hdr.credit1.eq(Mux(is_init, self.rx_credits, self.i_freed1)),
+            hdr.credit0.eq(Mux(is_init, p.rx_credits, self.i_freed0)),
+            hdr.credit1.eq(Mux(is_init, p.rx_credits, self.i_freed1)),
         ]
 
         # stage B registers

@@ -3,6 +3,8 @@ bridges → switch with reduction units, and back (docs/fabric.md)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
@@ -73,7 +75,8 @@ class Fabric(wiring.Component):
     latency : int
         Cable delay in cycles (register stages in each lane).
     tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
-        Chiplet parameters (``fusionfabric.rtl.chiplet``), the same on both sides of every link.
+        Chiplet parameters (``fusionfabric.rtl.chiplet``), the same on both sides of every link;
+        kept as one :class:`~fusionfabric.formats.chiplet.ChipletParams`, ``self.chiplet_params``.
     depth, iterations, out_depth, n_groups, n_chunks : int
         Switch parameters (``fusionfabric.rtl.switch``; ``iterations`` 0 = default).
     result_timeout : int
@@ -131,10 +134,10 @@ class Fabric(wiring.Component):
             raise ValueError(f"result_timeout={result_timeout!r} must be an integer in 1..255")
         if not isinstance(fault_seed, int) or fault_seed < 0:
             raise ValueError(f"fault_seed={fault_seed!r} must be a non-negative integer")
-        self.chiplet_params = dict(tl_per_dl=tl_per_dl, replay_depth=replay_depth,
-                                   rx_credits=rx_credits, replay_timeout=replay_timeout,
-                                   close_timeout=close_timeout)
-        ChipletParams(**self.chiplet_params)
+        self.chiplet_params = ChipletParams(tl_per_dl=tl_per_dl, replay_depth=replay_depth,
+                                            rx_credits=rx_credits,
+                                            replay_timeout=replay_timeout,
+                                            close_timeout=close_timeout)
         self.n_endpoints = n_endpoints
         self.n_lanes = n_lanes
         self.am_period = am_period
@@ -170,11 +173,11 @@ class Fabric(wiring.Component):
 
     def _direction(self, m, name, src, dst, e, d):
         """src chiplet → PCS → lanes (faults) → PCS → dst chiplet; returns the PcsRx."""
-        tx_ad = PhyToPcs(tl_per_dl=self.chiplet_params["tl_per_dl"])
+        tx_ad = PhyToPcs(tl_per_dl=self.chiplet_params.tl_per_dl)
         tx = PcsTx(n_lanes=self.n_lanes, am_period=self.am_period)
         rx = PcsRx(n_lanes=self.n_lanes, am_period=self.am_period, max_skew=self.max_skew,
                    ber_window=self.ber_window)
-        rx_ad = PcsToPhy(tl_per_dl=self.chiplet_params["tl_per_dl"])
+        rx_ad = PcsToPhy(tl_per_dl=self.chiplet_params.tl_per_dl)
         m.submodules[f"{name}_txad"] = tx_ad
         m.submodules[f"{name}_pcstx"] = tx
         m.submodules[f"{name}_pcsrx"] = rx
@@ -213,8 +216,8 @@ class Fabric(wiring.Component):
         m.d.comb += self.i_fault.ready.eq(1)
         m.d.comb += self.o_config_drops.eq(sw.o_config_drops)
         for e in range(n):
-            ep = Chiplet(**self.chiplet_params, stamp_src=True)
-            sc = Chiplet(**self.chiplet_params, stamp_src=False)
+            ep = Chiplet.from_params(self.chiplet_params)
+            sc = Chiplet.from_params(replace(self.chiplet_params, stamp_src=False))
             m.submodules[f"ep{e}"] = ep
             m.submodules[f"sc{e}"] = sc
             up = self._direction(m, f"up{e}", ep, sc, e, UP)

@@ -155,7 +155,7 @@ class ChipletPcsPair(wiring.Component):
         m.submodules.b = b = self.b
         pcs_up = {}
         for d, src, dst in (("ab", a, b), ("ba", b, a)):
-            tl = self.params.get("tl_per_dl", 4)
+            tl = src.params.tl_per_dl
             tx_ad = PhyToPcs(tl, self.start_every)
             tx = PcsTx(n_lanes=2, am_period=self.am_period)
             rx = PcsRx(n_lanes=2, am_period=self.am_period, max_skew=1, ber_window=4096)
