@@ -7,9 +7,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["LaneFault", "xorshift32", "xorshift32_step", "LANE_BITS", "ber_threshold",
-           "threshold_ber"]
+           "threshold_ber", "MAX_BURST"]
 
 LANE_BITS = 66
+#: Longest error burst of :class:`LaneFault`, in bits.
+MAX_BURST = 64
 _MASK32 = 0xFFFF_FFFF
 
 
@@ -50,18 +52,31 @@ def _seed(seed: int, salt: int) -> int:
 
 
 class LaneFault(wiring.Component):
-    """Bit errors, a one-shot bit slip, a dark lane and a cable delay on one PCS lane.
+    """Bit errors, error bursts, a one-shot bit slip, a dark lane and a cable delay on one
+    PCS lane.
 
     Per cycle (one 66-bit block): a xorshift32 generator ``x`` steps once; if
-    ``x <= i_threshold`` one bit of the block is flipped, at position
-    ``(y[16:32] * 66) >> 16`` from a second xorshift32 generator ``y``. ``x`` runs over
-    every nonzero 32-bit value once per period, so the block error probability is exactly
-    ``T / (2^32 − 1)`` over a period and the **bit error rate is T / (66 · (2^32 − 1))**
-    (at most one flipped bit per block; ``T = 0`` never flips; :func:`ber_threshold`
-    converts). Then a slip window delays the lane by ``offset`` bits (0..65): a strobe on
+    ``x <= i_threshold`` an *error event* starts at bit position
+    ``pos = (y[16:32] * 66) >> 16`` (0..65) of the block, from a second xorshift32
+    generator ``y``. ``x`` runs over every nonzero 32-bit value once per period, so the
+    event probability per block is exactly ``T / (2^32 − 1)`` over a period (``T = 0``
+    never fires). Without bursts (``max_burst = 0``, or ``i_burst_len ≤ 1``) an event flips
+    the one bit ``pos``, so the **bit error rate is T / (66 · (2^32 − 1))**
+    (:func:`ber_threshold` converts). With ``max_burst > 0`` and ``i_burst_len = L ≥ 1`` an
+    event inverts the ``L`` consecutive wire bits ``pos .. pos + L − 1``: the bits past
+    bit 65 land in bits ``0 .. pos + L − 67`` of the next block (a carry register), so a
+    burst crosses block boundaries, and any burst of 11 or more bits crosses a 10-bit FEC
+    symbol boundary wherever it starts. Bits hit by two overlapping bursts are inverted
+    once (the error mask is the union). The burst length is sampled when the event fires.
+
+    Then a slip window delays the lane by ``offset`` bits (0..65): a strobe on
     ``i_slip_valid`` adds ``i_slip_bits`` to ``offset`` modulo 66 (wrapping past 65 skips a
-    whole block instead of delaying it). Then ``latency`` register stages (the cable), and
-    ``i_dark`` forces zeros at the output (invalid sync headers: the receiver loses lock).
+    whole block instead of delaying it). Then ``latency`` register stages (the cable).
+    Last the dark-lane gate: while dark the output is all zeros, whose sync header ``00``
+    is invalid (IEEE 802.3 clause 49.2.4.3: only ``01`` and ``10`` are valid), so the
+    receiver loses block lock. The lane is dark while ``i_dark`` is high and, with
+    ``dark_timer``, for ``N`` cycles after a strobe on ``i_dark_start`` with
+    ``i_dark_cycles = N`` (a new strobe restarts the count; ``N = 0`` ends it).
 
     Parameters
     ----------
@@ -69,6 +84,10 @@ class LaneFault(wiring.Component):
         Seeds both generators (any int; a zero state is avoided).
     latency : int
         Register stages of the cable (≥ 0).
+    max_burst : int
+        Longest burst in bits (0..64; 0: no burst logic and no ``i_burst_len`` port).
+    dark_timer : bool
+        Add the timed dark lane (``i_dark_start``, ``i_dark_cycles``, ``o_dark``).
 
     Members
     -------
@@ -77,27 +96,45 @@ class LaneFault(wiring.Component):
     o_lane : Out(66)
         Block toward the PCS receiver.
     i_threshold : In(32)
-        Error threshold T (see above).
+        Error event threshold T (see above).
+    i_burst_len : In(range(max_burst + 1))
+        Burst length L in bits (only with ``max_burst > 0``; 0 and 1 give single flips).
     i_slip_valid : In(1), i_slip_bits : In(7)
         One-shot slip of ``i_slip_bits`` (0..65) bits, taken in the cycle of the strobe.
     i_dark : In(1)
         The lane carries zeros.
+    i_dark_start : In(1), i_dark_cycles : In(32)
+        Timed dark lane (only with ``dark_timer``).
+    o_dark : Out(1)
+        The timed dark lane is on this cycle (only with ``dark_timer``).
     o_flips : Out(32)
         Bits flipped so far (saturating).
 
     Timing
     ------
     ``o_lane`` in cycle t + ``latency`` carries the block of cycle t (with ``offset`` bits
-    of the previous block in front). A slip strobe in cycle t changes the output from t+1.
-    Reset: generators at their seeds, offset 0, counter 0.
+    of the previous block in front); a burst event in cycle t also hits the block of cycle
+    t + 1 when ``pos + L > 66``. A slip strobe in cycle t changes the output from t+1.
+    ``i_dark`` acts on ``o_lane`` in the same cycle; a strobe on ``i_dark_start`` in cycle
+    t darkens ``o_lane`` in cycles t+1 .. t+N. ``o_flips`` counts a bit in the cycle its
+    block passes the error stage. Reset: generators at their seeds, offset 0, no carry,
+    dark timer 0, counter 0.
     """
 
-    def __init__(self, seed: int = 1, latency: int = 0):
-        if not isinstance(latency, int) or latency < 0:
+    def __init__(self, seed: int = 1, latency: int = 0, max_burst: int = 0,
+                 dark_timer: bool = False):
+        if not isinstance(latency, int) or isinstance(latency, bool) or latency < 0:
             raise ValueError(f"latency={latency!r} must be a non-negative integer")
+        if (not isinstance(max_burst, int) or isinstance(max_burst, bool)
+                or not 0 <= max_burst <= MAX_BURST):
+            raise ValueError(f"max_burst={max_burst!r} must be an integer in 0..{MAX_BURST}")
+        if not isinstance(dark_timer, bool):
+            raise TypeError(f"dark_timer={dark_timer!r} must be a bool")
         self.seed = int(seed)
         self.latency = latency
-        super().__init__({
+        self.max_burst = max_burst
+        self.dark_timer = dark_timer
+        sig = {
             "i_lane": In(LANE_BITS),
             "o_lane": Out(LANE_BITS),
             "i_threshold": In(32),
@@ -105,7 +142,12 @@ class LaneFault(wiring.Component):
             "i_slip_bits": In(7),
             "i_dark": In(1),
             "o_flips": Out(32),
-        })
+        }
+        if max_burst:
+            sig["i_burst_len"] = In(range(max_burst + 1))
+        if dark_timer:
+            sig.update({"i_dark_start": In(1), "i_dark_cycles": In(32), "o_dark": Out(1)})
+        super().__init__(sig)
 
     def elaborate(self, platform):
         m = Module()
@@ -118,9 +160,24 @@ class LaneFault(wiring.Component):
         m.d.comb += [flip.eq(xn <= self.i_threshold),
                      pos.eq((yn[16:32] * LANE_BITS) >> 16)]
         err = Signal(LANE_BITS)
-        m.d.comb += err.eq(Mux(flip, Const(1, LANE_BITS) << pos, 0))
-        with m.If(flip & (self.o_flips != _MASK32)):
-            m.d.sync += self.o_flips.eq(self.o_flips + 1)
+        if self.max_burst:
+            # thermometer code of L (at least one bit: L = 0 flips one bit like L = 1)
+            ones = Signal(self.max_burst)
+            m.d.comb += ones.eq(Cat(*((self.i_burst_len > i) | (i == 0)
+                                      for i in range(self.max_burst))))
+            span = Signal(2 * LANE_BITS)
+            m.d.comb += span.eq(Mux(flip, (ones << pos)[:2 * LANE_BITS], 0))
+            carry = Signal(LANE_BITS)
+            m.d.sync += carry.eq(span[LANE_BITS:])
+            m.d.comb += err.eq(span[:LANE_BITS] | carry)
+            count = Signal(range(LANE_BITS + 1))
+            m.d.comb += count.eq(sum(err[i] for i in range(LANE_BITS)))
+            total = self.o_flips + count
+            m.d.sync += self.o_flips.eq(Mux(total > _MASK32, _MASK32, total))
+        else:
+            m.d.comb += err.eq(Mux(flip, Const(1, LANE_BITS) << pos, 0))
+            with m.If(flip & (self.o_flips != _MASK32)):
+                m.d.sync += self.o_flips.eq(self.o_flips + 1)
         cur = Signal(LANE_BITS)
         m.d.comb += cur.eq(self.i_lane ^ err)
 
@@ -138,5 +195,14 @@ class LaneFault(wiring.Component):
             d = Signal(LANE_BITS, name=f"cable{i}")
             m.d.sync += d.eq(lane)
             lane = d
-        m.d.comb += self.o_lane.eq(Mux(self.i_dark, 0, lane))
+        dark = self.i_dark
+        if self.dark_timer:
+            remain = Signal(32)
+            with m.If(self.i_dark_start):
+                m.d.sync += remain.eq(self.i_dark_cycles)
+            with m.Elif(remain != 0):
+                m.d.sync += remain.eq(remain - 1)
+            m.d.comb += self.o_dark.eq(remain != 0)
+            dark = self.i_dark | self.o_dark
+        m.d.comb += self.o_lane.eq(Mux(dark, 0, lane))
         return m
