@@ -14,7 +14,7 @@ from collections import deque
 import numpy as np
 
 from fusionfabric.sim import chiplet as C
-from fusionfabric.formats.chiplet import STATUS, Opcode
+from fusionfabric.formats.chiplet import SLOT_BITS, STATUS, TL_HEADER, Opcode
 from fusionfabric.sim.chiplet import MemoryModel, Message
 
 NODE = {"a": 1, "b": 2}
@@ -54,7 +54,7 @@ def run_amaranth_link(params: dict, n: int, ber: float, seed: int, max_cycles: i
     frng = np.random.default_rng([seed, 7])
     req_b, cpl_b = _Board(), _Board()
     res = {}
-    p_word = 1.0 - (1.0 - ber) ** 128 if ber > 0 else 0.0
+    p_word = 1.0 - (1.0 - ber) ** SLOT_BITS if ber > 0 else 0.0
 
     async def bench(ctx):
         sides = {}
@@ -108,7 +108,7 @@ def run_amaranth_link(params: dict, n: int, ber: float, seed: int, max_cycles: i
                 if next_err[d] is not None:
                     next_err[d] -= 1
                     if next_err[d] == 0:
-                        ctx.set(err, 1 << int(frng.integers(128)))
+                        ctx.set(err, 1 << int(frng.integers(SLOT_BITS)))
                         next_err[d] = int(frng.geometric(p_word))
                     else:
                         ctx.set(err, 0)
@@ -125,7 +125,7 @@ def run_amaranth_link(params: dict, n: int, ber: float, seed: int, max_cycles: i
                     port = getattr(dut, f"{s}_{name}")
                     if ctx.get(port.valid):
                         buf.append(ctx.get(port.payload.as_value()))
-                        f = C.TL_HEADER.unpack(buf[0] >> 128)
+                        f = TL_HEADER.unpack(buf[0] >> SLOT_BITS)
                         if len(buf) < max(1, C.data_slots(f["opcode"], f["length"])):
                             continue
                         msg = Message.from_beats(buf)
