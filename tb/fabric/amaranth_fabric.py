@@ -9,7 +9,7 @@ import json
 from collections import deque
 
 from fusionfabric.sim import chiplet as C
-from fusionfabric.formats.chiplet import Opcode
+from fusionfabric.formats.chiplet import SLOT_BITS, STATUS, TL_HEADER, Opcode
 from fusionfabric.sim.chiplet import Message
 
 __all__ = ["run_workload"]
@@ -108,7 +108,7 @@ def run_workload(params: dict, test_args: dict, seed: int, waves: bool = False,
                     if ov:
                         beats = asm[(e, k)]
                         beats.append(op)
-                        f = C.TL_HEADER.unpack(beats[0] >> C.SLOT_BITS)
+                        f = TL_HEADER.unpack(beats[0] >> SLOT_BITS)
                         if len(beats) == max(1, C.data_slots(f["opcode"], f["length"])):
                             msg = Message.from_beats(beats)
                             asm[(e, k)] = []
@@ -116,8 +116,8 @@ def run_workload(params: dict, test_args: dict, seed: int, waves: bool = False,
                                       else 16 * (msg.status + 1))
                             queue(e, w.on_receive(e, msg))
         out["cycles"] = cyc
-        st = [(C.STATUS.unpack(ctx.get(fab.o_ep_status[e].as_value())),
-               C.STATUS.unpack(ctx.get(fab.o_sw_status[e].as_value())),
+        st = [(STATUS.unpack(ctx.get(fab.o_ep_status[e].as_value())),
+               STATUS.unpack(ctx.get(fab.o_sw_status[e].as_value())),
                LINK_STATUS.unpack(ctx.get(fab.o_link[e].as_value()))) for e in range(n)]
         out["replays"] = sum(a["replays"] + b["replays"] for a, b, _ in st)
         out["crc_errors"] = sum(a["crc_err"] + b["crc_err"] for a, b, _ in st)
