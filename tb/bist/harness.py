@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.bist import TrafficCheck, TrafficGen
 from fusionfabric.rtl.switch.top import Switch
-from fusionfabric.formats.bist import BIST_SEQ_BITS as SEQ_BITS
+from fusionfabric.formats.bist import BIST_SEQ_BITS
 
 __all__ = ["BistHarness", "FAULTS"]
 
@@ -55,11 +55,11 @@ class BistHarness(wiring.Component):
         super().__init__({
             "i_enable": In(1), "i_budget": In(32), "i_load": In(9), "i_stall": In(8),
             "o_gen_packets": Out(32).array(n), "o_gen_flits": Out(32).array(n),
-            "o_gen_done": Out(n), "o_gen_next_seq": Out(SEQ_BITS).array(n, n),
+            "o_gen_done": Out(n), "o_gen_next_seq": Out(BIST_SEQ_BITS).array(n, n),
             "o_chk_packets": Out(32).array(n), "o_chk_flits": Out(32).array(n),
             "o_seq_errors": Out(32).array(n), "o_data_errors": Out(32).array(n),
             "o_framing_errors": Out(32).array(n),
-            "o_chk_expected": Out(SEQ_BITS).array(n, n),
+            "o_chk_expected": Out(BIST_SEQ_BITS).array(n, n),
         })
 
     def elaborate(self, platform):
