@@ -31,7 +31,7 @@ from cocotb.utils import get_sim_time
 
 from fusionfabric.rtl.fabric.fabric import FAULT, LINK_STATUS
 from fusionfabric.rtl.fabric.fault import ber_threshold
-from fusionfabric.formats.bist import BIST_CONTROL, BIST_SEQ_BITS as SEQ_BITS
+from fusionfabric.formats.bist import BIST_CONTROL, BIST_SEQ_BITS
 from fusionfabric.sim.bist import port_traffic
 from fusionfabric.formats.bitfields import Fields
 from fusionfabric.formats.chiplet import STATUS
@@ -40,7 +40,7 @@ from fusionfabric.tb.common.tb import TB
 from fusionfabric.tb.fabric.fabric_tb import LINK_ACTIVE, SWITCH_STATS
 
 PERIOD_NS = 10
-SEQ_MASK = (1 << SEQ_BITS) - 1
+SEQ_MASK = (1 << BIST_SEQ_BITS) - 1
 
 
 def _rd(dut, name, *idx) -> int:
