@@ -33,7 +33,7 @@ import numpy as np
 
 from fusionfabric.formats.chiplet import (ADDR_BITS, CREDIT_BITS, DL_HEADER, LENGTHS, SEQ_BITS,
                                          SLOT_BITS, SLOT_BYTES, SLOTS_PER_TL, TL_BYTES, TL_HEADER,
-                                         STATUS, VC, Opcode, check_phy_params, check_tl_per_dl,
+                                         VC, Opcode, check_phy_params, check_tl_per_dl,
                                          dl_flit_slots)
 from fusionfabric.formats.switch import CHUNK_BITS, Dtype, Kind, Op
 
