@@ -13,7 +13,7 @@ import cocotb
 from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge, Timer
 
 from fusionfabric.sim import chiplet as C
-from fusionfabric.formats.chiplet import STATUS, Opcode
+from fusionfabric.formats.chiplet import SLOT_BITS, SLOT_BYTES, STATUS, TL_HEADER, Opcode
 from fusionfabric.sim.chiplet import MemoryModel, Message
 from fusionfabric.tb.common.scoreboard import ScoreboardError
 from fusionfabric.tb.common.stream import StreamSink, StreamSource
@@ -83,7 +83,7 @@ class Assembler:
         if not self.beats:
             self.first_cycle = cycle
         self.beats.append(word)
-        f = C.TL_HEADER.unpack(self.beats[0] >> C.SLOT_BITS)
+        f = TL_HEADER.unpack(self.beats[0] >> SLOT_BITS)
         if len(self.beats) == max(1, C.data_slots(f["opcode"], f["length"])):
             msg = Message.from_beats(self.beats)
             self.beats = []
@@ -122,7 +122,7 @@ class Side:
         if self.tb.t_first is None:
             self.tb.t_first = cycle
         if self._beats_left == 0:
-            f = C.TL_HEADER.unpack(word >> C.SLOT_BITS)
+            f = TL_HEADER.unpack(word >> SLOT_BITS)
             self._beats_left = max(1, C.data_slots(f["opcode"], f["length"]))
             self.first_beat_cycles.append(cycle)
         self._beats_left -= 1
@@ -145,7 +145,7 @@ class Side:
             msg = C.random_message(tb.rng, ops, tag=tag, dest=self.peer)
             if tb.fixed_length is not None:
                 msg = Message(msg.opcode, tb.fixed_length, msg.tag, msg.dest, 0, msg.addr,
-                              data=tb.rng.bytes(C.data_slots(msg.opcode, tb.fixed_length) * 16))
+                              data=tb.rng.bytes(C.data_slots(msg.opcode, tb.fixed_length) * SLOT_BYTES))
             if nonposted:
                 self.outstanding[tag] = msg
             tb.sample_msg(msg)
@@ -263,7 +263,7 @@ class LinkTB(TB):
     async def faults(self, d):
         """Bit errors at ``ber`` on the 128 data bits (and the ``first`` bit if
         ``first_flips``), as single flips or bursts of up to ``burst`` bits in a word."""
-        nbits = 129 if self.first_flips else 128
+        nbits = SLOT_BITS + 1 if self.first_flips else SLOT_BITS
         if self.pcs:
             nbits = 132       # two 66-bit lane blocks per cycle (sync headers included)
         p_word = 1.0 - (1.0 - self.ber) ** nbits if self.ber > 0 else 0.0
