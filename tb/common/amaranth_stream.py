@@ -6,9 +6,11 @@ source raises ``valid`` without waiting for ``ready`` and holds the payload unti
 is taken; a beat transfers on a clock edge where ``valid`` and ``ready`` are both high.
 
 - :class:`StreamSender` sends payloads on a stream input, with a random idle cycle
-  (``valid`` low) before each beat with probability ``idle``.
+  (``valid`` low) before each beat with probability ``idle``, or a given number of idle
+  cycles before each beat (``idle`` a sequence).
 - :class:`StreamReceiver` takes a number of beats from a stream output, holding ``ready``
-  low in a cycle with probability ``backpressure``; it fails a run that stalls.
+  low in a cycle with probability ``backpressure``, or following a given ``ready``
+  schedule; it fails a run that stalls.
 - :func:`run_stream` wires one of each around a component and returns what came out.
 
 Both take two hooks: ``on_beat(ctx, word)`` after the clock edge that took each beat, and
@@ -50,6 +52,21 @@ def _check_probability(name: str, p: float) -> float:
     return float(p)
 
 
+def _idle_schedule(idle):
+    """``(probability, schedule)`` from a float or a sequence of idle-cycle counts."""
+    if isinstance(idle, (int, float)) and not isinstance(idle, bool):
+        return _check_probability("idle", idle), None
+    try:
+        sched = [int(n) for n in idle]
+    except TypeError:
+        raise TypeError(f"idle={idle!r} must be a probability or a sequence of idle-cycle "
+                        "counts") from None
+    bad = [n for n in sched if n < 0]
+    if bad:
+        raise ValueError(f"idle count {bad[0]} must be >= 0")
+    return 0.0, sched
+
+
 class StreamSender:
     """Sends payloads on a stream input (``valid``, ``ready``, ``payload``).
 
@@ -61,9 +78,11 @@ class StreamSender:
         The beats, in order.
     seed : int, sequence of int or numpy.random.Generator
         Seed of the idle pattern.
-    idle : float
+    idle : float or sequence of int
         Probability of an idle cycle (``valid`` low) before each beat; it repeats, so a
-        beat waits a geometric number of cycles. 0 gives one beat per cycle.
+        beat waits a geometric number of cycles. 0 gives one beat per cycle. A sequence
+        instead gives the number of idle cycles before each beat (``idle[i]`` before beat
+        ``i``; none before beats past its end) and no random draw.
     on_beat : callable, optional
         ``on_beat(ctx, word)``, called right after the clock edge that took each beat
         (``ctx.get`` then reads the component's state after that edge), e.g. to sample
@@ -84,7 +103,7 @@ class StreamSender:
         Clock edges this sender has waited.
     """
 
-    def __init__(self, port, payloads, *, seed=0, idle: float = 0.0, on_beat=None,
+    def __init__(self, port, payloads, *, seed=0, idle=0.0, on_beat=None,
                  on_cycle=None, stop_after: int | None = None):
         if stop_after is not None and stop_after < 0:
             raise ValueError(f"stop_after={stop_after!r} must be >= 0 or None")
@@ -94,7 +113,7 @@ class StreamSender:
         self.stop_after = stop_after
         self.payloads = list(payloads)
         self.rng, self.seed = make_rng(seed)
-        self.idle = _check_probability("idle", idle)
+        self.idle, self.idle_schedule = _idle_schedule(idle)
         self.sent: list[int] = []
         self.cycles = 0
 
@@ -112,7 +131,14 @@ class StreamSender:
         def out_of_time():
             return self.stop_after is not None and self.cycles >= self.stop_after
 
-        for word in self.payloads:
+        for index, word in enumerate(self.payloads):
+            if self.idle_schedule is not None:
+                wait = self.idle_schedule[index] if index < len(self.idle_schedule) else 0
+                for _ in range(wait):
+                    if out_of_time():
+                        break
+                    ctx.set(self.port.valid, 0)
+                    await edge(0)
             while self.idle and self.rng.random() < self.idle:
                 if out_of_time():
                     break
@@ -134,7 +160,7 @@ class StreamSender:
 
 
 class StreamReceiver:
-    """Takes ``count`` beats from a stream output, with random backpressure.
+    """Takes ``count`` beats from a stream output, with random or scheduled backpressure.
 
     Parameters
     ----------
@@ -146,6 +172,10 @@ class StreamReceiver:
         Seed of the backpressure pattern.
     backpressure : float
         Probability of ``ready`` low in a cycle. 0 keeps ``ready`` high.
+    ready : callable or sequence of bool, optional
+        A fixed ``ready`` schedule instead of the random one: ``ready(cycle) -> bool``, or
+        a sequence (``ready[cycle]``; high past its end), ``cycle`` counted from this
+        receiver's start. Not with ``backpressure``.
     max_cycles : int
         Cycles without all beats after which the run fails with :class:`StreamStall`.
     quiet_cycles : int
@@ -167,10 +197,20 @@ class StreamReceiver:
     """
 
     def __init__(self, port, count: int, *, seed=0, backpressure: float = 0.0,
-                 max_cycles: int = 100_000, quiet_cycles: int = 0, on_beat=None,
-                 on_cycle=None):
+                 ready=None, max_cycles: int = 100_000, quiet_cycles: int = 0,
+                 on_beat=None, on_cycle=None):
         if count < 0:
             raise ValueError(f"count={count!r} must be >= 0")
+        if ready is not None and not callable(ready):
+            try:
+                ready = [bool(r) for r in ready]
+            except TypeError:
+                raise TypeError(f"ready={ready!r} must be a callable ready(cycle) -> bool "
+                                "or a sequence of bool") from None
+        if ready is not None and backpressure:
+            raise ValueError(f"backpressure={backpressure!r} and a ready schedule: give "
+                             "one of them")
+        self.ready = ready
         self.port = port
         self.count = count
         self.rng, self.seed = make_rng(seed)
@@ -190,7 +230,13 @@ class StreamReceiver:
             if cycle >= self.max_cycles:
                 raise StreamStall(f"stream stalled: {len(self.received)} of {self.count} "
                                   f"beats after {cycle} cycles (seed {self.seed})")
-            ready = int(not (self.backpressure and self.rng.random() < self.backpressure))
+            if self.ready is None:
+                ready = int(not (self.backpressure and
+                                 self.rng.random() < self.backpressure))
+            elif callable(self.ready):
+                ready = int(bool(self.ready(cycle)))
+            else:
+                ready = int(self.ready[cycle]) if cycle < len(self.ready) else 1
             ctx.set(self.port.ready, ready)
             _, _, valid, word = await ctx.tick().sample(self.port.valid, payload)
             if self.on_cycle is not None:
