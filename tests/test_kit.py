@@ -268,3 +268,65 @@ def test_amaranth_stream_on_cycle_sees_every_edge():
     tx, _, tx_log, _ = run("none", stop_after=25)
     assert len(tx_log) == tx.cycles == 25
     assert tx.sent == words[:len(tx.sent)] and len(tx.sent) == sum(v and r for v, r in tx_log)
+
+
+def test_amaranth_stream_ready_schedule_and_idle_schedule():
+    """A fixed ``ready`` schedule (a callable or a sequence) and fixed idle counts give
+    exact beat cycles. Reference written here from the +1 stage's rule (one register,
+    input ready when it is empty or being emptied): with the sender at full rate the
+    output holds a word from cycle 1 on, so beat k leaves in the k-th cycle >= 1 with
+    ``ready`` high, and the sender's words go in at cycle 0 and then with each beat out;
+    with ``ready`` always high, word i goes in after ``sum(idle[:i + 1])`` idle cycles and
+    comes out one cycle later. Planted fault: the stage that ignores ``ready`` loses words
+    under the schedule, and the receiver's stall check names the seed."""
+    from amaranth.sim import Simulator
+
+    from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender, StreamStall
+    words = _words(6, 40)
+
+    def run(fault, *, ready=None, idle=0.0, max_cycles=1000):
+        dut = KitIncrement(16, fault=fault)
+        took, ready_log = [], []
+        tx = StreamSender(dut.i_data, words, seed=[6, 0], idle=idle,
+                          on_beat=lambda ctx, w: took.append(tx.cycles - 1))
+        rx = StreamReceiver(dut.o_data, len(words), seed=[6, 1], ready=ready,
+                            max_cycles=max_cycles, quiet_cycles=4,
+                            on_cycle=lambda ctx, v, r: ready_log.append(r))
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(tx.run, background=True)
+        sim.add_testbench(rx.run)
+        sim.run()
+        return took, rx, ready_log
+
+    def every_third(cycle):
+        return cycle % 3 != 1
+
+    want = [t for t in range(1, 200) if every_third(t)][:len(words)]
+    for ready in (every_third, [every_third(t) for t in range(100)]):
+        took, rx, ready_log = run("none", ready=ready)
+        assert rx.received == [(w + 1) & 0xFFFF for w in words]
+        assert rx.cycles == want
+        assert took == [0] + want[:-1]
+        assert ready_log == [int(every_third(t)) for t in range(len(ready_log))]
+    idle = [2, 0, 0, 3, 1] * 8
+    took, rx, _ = run("none", idle=idle)
+    starts = [sum(idle[:i + 1]) + i for i in range(len(words))]
+    assert took == starts and rx.cycles == [t + 1 for t in starts]
+    with pytest.raises(StreamStall, match=r"stalled: \d+ of 40 beats .*\(seed \[6, 1\]\)"):
+        run("drop", ready=every_third, max_cycles=300)
+    took, rx, _ = run("drop", ready=lambda c: True)       # full rate hides the bug
+    assert rx.received == [(w + 1) & 0xFFFF for w in words]
+
+
+def test_amaranth_stream_schedule_bad_arguments():
+    from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender
+    dut = KitIncrement(16)
+    with pytest.raises(ValueError, match="backpressure=0.2 and a ready schedule"):
+        StreamReceiver(dut.o_data, 1, backpressure=0.2, ready=[1, 0])
+    with pytest.raises(TypeError, match="ready=5 must be a callable"):
+        StreamReceiver(dut.o_data, 1, ready=5)
+    with pytest.raises(ValueError, match="idle count -1 must be >= 0"):
+        StreamSender(dut.i_data, [1, 2], idle=[0, -1])
+    with pytest.raises(TypeError, match="idle=None must be a probability"):
+        StreamSender(dut.i_data, [1], idle=None)
