@@ -222,6 +222,25 @@ class LinkTB(TB):
         self.pause = a.get("pause")          # [sink name, start cycle, cycles]
         self.stats_file = a.get("stats_file")
         self.pcs = bool(a.get("pcs", False))   # DUT is tb.chiplet.harness.ChipletPcsPair
+        # PCS only: solid bursts of lo..hi bits on one 66-bit lane from a random bit offset
+        # (crossing into the next block), ``rate`` bursts per cycle per direction
+        self.lane_bursts = a.get("lane_bursts")          # [lo, hi, rate]
+        # the lanes of one direction dark (zeros) for ``cycles`` cycles from cycle ``start``
+        self.dark_lane = a.get("dark_lane")              # [start, cycles] or [start, cycles, d]
+        if self.lane_bursts is not None:
+            lo, hi, rate = self.lane_bursts
+            if not (self.pcs and 1 <= int(lo) <= int(hi) <= 64 and 0 < float(rate) < 1):
+                raise ValueError(f"lane_bursts={self.lane_bursts!r} needs pcs and "
+                                 f"[lo, hi, rate] with 1 <= lo <= hi <= 64, 0 < rate < 1")
+        if self.dark_lane is not None:
+            if len(self.dark_lane) not in (2, 3) or int(self.dark_lane[0]) < 0 \
+                    or int(self.dark_lane[1]) < 1 or (len(self.dark_lane) == 3 and
+                                                      self.dark_lane[2] not in ("ab", "ba")):
+                raise ValueError(f"dark_lane={self.dark_lane!r} is not [start >= 0, "
+                                 f"cycles >= 1(, 'ab' | 'ba')]")
+        self.link_events = {"link_downs": 0, "link_recoveries": 0, "pcs_lock_losses": 0,
+                            "pcs_relocks": 0, "dark_cycles": 0, "bursts": 0,
+                            "burst_bits": 0}
         # start the traffic only once both chiplets are ACTIVE (goodput/latency benches)
         self.start_after_link = bool(a.get("start_after_link", False))
         self.deliveries = []                   # (cycle, payload bytes) per delivered request
@@ -267,6 +286,8 @@ class LinkTB(TB):
         if self.pcs:
             nbits = 132       # two 66-bit lane blocks per cycle (sync headers included)
         p_word = 1.0 - (1.0 - self.ber) ** nbits if self.ber > 0 else 0.0
+        if self.lane_bursts is not None:
+            return await self.lane_burst_faults(d)
         p_drop = self.drop_rate
         rng = self.rng_faults
         err = getattr(self.dut, f"i_err_{d}")
@@ -299,6 +320,71 @@ class LinkTB(TB):
             err.value = mask
             await FallingEdge(self.clk)
             err.value = 0
+
+    async def lane_burst_faults(self, d):
+        """Solid bursts of ``lo..hi`` bits on one lane of direction ``d``, starting at a
+        random bit of a 66-bit block and running on into the next block when they pass
+        bit 65 (:func:`fusionfabric.sim.faults.burst_span`); ``rate`` per cycle."""
+        from fusionfabric.sim.faults import LANE_BITS, burst_span
+        lo, hi, rate = int(self.lane_bursts[0]), int(self.lane_bursts[1]), \
+            float(self.lane_bursts[2])
+        rng = self.rng_faults
+        err = getattr(self.dut, f"i_err_{d}")
+        while True:
+            gap = int(rng.geometric(rate))
+            await Timer(10 * max(1, gap - 1), unit="ns")
+            await FallingEdge(self.clk)
+            if self.faults_off:
+                return
+            length = int(rng.integers(lo, hi + 1))
+            pos = int(rng.integers(0, LANE_BITS))
+            lane = int(rng.integers(0, 2))
+            first, carry = burst_span(pos, length)
+            self.link_events["bursts"] += 1
+            self.link_events["burst_bits"] += length
+            err.value = first << (LANE_BITS * lane)
+            await FallingEdge(self.clk)
+            err.value = carry << (LANE_BITS * lane)
+            await FallingEdge(self.clk)
+            err.value = 0
+
+    async def dark_lane_event(self):
+        """The lanes of one direction carry zeros (no valid sync header) for ``cycles``
+        cycles from cycle ``start``."""
+        start, cycles = int(self.dark_lane[0]), int(self.dark_lane[1])
+        d = self.dark_lane[2] if len(self.dark_lane) == 3 else "ab"
+        while self.cycle < start:
+            await FallingEdge(self.clk)
+        dark = getattr(self.dut, f"i_dark_{d}")
+        dark.value = 1
+        for _ in range(cycles):
+            await FallingEdge(self.clk)
+        dark.value = 0
+        self.link_events["dark_cycles"] += cycles
+
+    async def watch_link(self):
+        """Count link downs (a chiplet leaves ACTIVE) and recoveries (it is ACTIVE again
+        after a down) and, through the PCS, losses and regains of receiver lock; the first
+        bring-up counts as neither."""
+        prev = {}
+        pending = {}
+        while True:
+            await FallingEdge(self.clk)
+            await ReadOnly()
+            now = {s: self.status(s)["state"] == 2 for s in "ab"}
+            if self.pcs:
+                now.update({"pcs_" + s: bool(int(getattr(self.dut, f"o_pcs_up_{s}").value))
+                            for s in "ab"})
+            for key, up in now.items():
+                down_key, up_key = (("pcs_lock_losses", "pcs_relocks") if key.startswith("pcs")
+                                    else ("link_downs", "link_recoveries"))
+                if prev.get(key) and not up:
+                    self.link_events[down_key] += 1
+                    pending[key] = True
+                elif up and pending.get(key):
+                    self.link_events[up_key] += 1
+                    pending[key] = False
+                prev[key] = up
 
     async def outages(self):
         """``dark_events`` silent outages (link_up stays high) and ``link_drops`` PHY
@@ -380,6 +466,8 @@ class LinkTB(TB):
         for d in ("ab", "ba"):
             cocotb.start_soon(self.faults(d))
         outages = cocotb.start_soon(self.outages())
+        dark_lane = cocotb.start_soon(self.dark_lane_event()) if self.dark_lane else None
+        cocotb.start_soon(self.watch_link())
         if self.pause:
             cocotb.start_soon(self.pauser())
         budget = cocotb.start_soon(self.budget()) if self.max_cycles else None
@@ -402,6 +490,8 @@ class LinkTB(TB):
         if budget is not None:
             budget.cancel()
         await outages
+        if dark_lane is not None:
+            await dark_lane
         self.faults_off = True      # no new errors: every hit flit gets checked below
         await Timer(10 * 400, unit="ns")   # let in-flight control flits and counters settle
         await ReadOnly()
@@ -452,6 +542,7 @@ class LinkTB(TB):
                                "p99": lat[int(0.99 * (len(lat) - 1))] if lat else None,
                                "max": lat[-1] if lat else None},
             "status_a": sa, "status_b": sb, "hits": hits, "words": words,
+            "pcs": self.pcs, **self.link_events,
         }
         if self.stats_file:
             with open(self.stats_file, "w") as f:

@@ -84,13 +84,24 @@ async def test_traffic(dut):
     tb.log.warning("link stats: %s", {k: stats[k] for k in (
         "sent", "delivered", "completions", "duplicates", "corrupt", "lost", "replays",
         "timeouts", "crc_errors", "flits_hit", "cycles", "latency_cycles", "status_a",
-        "status_b")})
+        "status_b", "link_downs", "link_recoveries", "pcs_lock_losses", "pcs_relocks",
+        "dark_cycles", "bursts", "burst_bits")})
     assert stats["duplicates"] == 0 and stats["corrupt"] == 0 and stats["lost"] == 0, stats
     for s, st in (("a", sa), ("b", sb)):
         assert st["overflow"] == 0, f"{s}: receive buffer overflow {st} (seed {tb.seed})"
         assert st["credit_err"] == 0, f"{s}: credit return out of range {st} (seed {tb.seed})"
         assert st["bad_op"] == 0, f"{s}: dropped accelerator beats {st} (seed {tb.seed})"
         assert st["state"] == 2, f"{s}: link not active at the end {st} (seed {tb.seed})"
+    if tb.dark_lane:
+        # the dark lane is seen as link down (PCS lock lost, a chiplet leaves ACTIVE) and
+        # every loss of lock is followed by a relock
+        ev = tb.link_events
+        assert ev["dark_cycles"] == int(tb.dark_lane[1]), (ev, tb.seed)
+        assert ev["pcs_lock_losses"] >= 1 and ev["link_downs"] >= 1, (ev, tb.seed)
+        assert ev["pcs_relocks"] == ev["pcs_lock_losses"], (ev, tb.seed)
+        assert ev["link_recoveries"] == ev["link_downs"], (ev, tb.seed)
+    if tb.lane_bursts is not None:
+        assert tb.link_events["bursts"] >= 4, (tb.link_events, tb.seed)
     pure_bit_errors = not (tb.first_flips or tb.drop_rate or tb.dark_events or tb.link_drops
                            or tb.pcs)
     if pure_bit_errors:
