@@ -10,6 +10,7 @@ from amaranth.sim import Simulator
 
 from fusionfabric.rtl.switch.crosspoint_switch import CrosspointSwitch
 from fusionfabric.formats.switch import GROUP_BITS, Kind, group_entry, switch_flit
+from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender
 
 #: handshake in cycle t -> o_port valid in t + LATENCY (docs/switch.md)
 LATENCY = 10
@@ -20,53 +21,63 @@ FULL_RATE_DEPTH = 8
 
 
 def _run(dut, sends, cycles, ready=lambda o, c: True, groups=()):
-    """Write ``groups`` ((group, members) pairs) into the group table, then drive
-    ``sends[i]`` (lists of (dest, data, last) or (dest, data, last, kind)) into input i as
-    fast as it is taken; return (accept cycles per input, [(cycle, src, data, last)] per
-    output), cycles counted from the first one after the table writes."""
+    """Write ``groups`` ((group, members) pairs) into the group table, then send
+    ``sends[i]`` (lists of (dest, data, last) or (dest, data, last, kind)) into input i
+    with a :class:`StreamSender` as fast as it is taken, and take from output o with a
+    :class:`StreamReceiver` whose ``ready`` follows ``ready(o, cycle)``; return (accept
+    cycles per input, [(cycle, src, data, last)] per output), cycles counted from the
+    first one after the table writes. Each output must deliver the flits addressed to it
+    (a unicast flit to its ``dest``, a multicast one to every member of group ``dest``)
+    within ``cycles``, and nothing more: for ``2 * LATENCY`` cycles after its last flit,
+    or, an output that gets none, for all ``cycles``."""
     n = dut.n_ports
     flit = switch_flit(dut.data_width)
     entry = group_entry(n)
+    table = dict(groups)
+    words = [[] for _ in range(n)]
+    count = [0] * n
+    for i in range(n):
+        for item in sends[i]:
+            dest, data, last, kind = (*item, Kind.UNICAST)[:4]
+            words[i].append(flit.pack(data=data, first=1, last=last, kind=kind, dest=dest))
+            for o in range(n):
+                count[o] += (table[dest] >> o & 1 if kind == Kind.MULTICAST else o == dest)
     accepted = [[] for _ in range(n)]
-    out = [[] for _ in range(n)]
 
-    async def bench(ctx):
+    def took(i):
+        return lambda ctx, word: accepted[i].append(senders[i].cycles - 1)
+
+    senders = [StreamSender(dut.i_port[i], words[i], on_beat=took(i)) for i in range(n)]
+    receivers = [StreamReceiver(dut.o_port[o], count[o], ready=lambda c, o=o: ready(o, c),
+                                max_cycles=cycles,
+                                quiet_cycles=2 * LATENCY if count[o] else cycles)
+                 for o in range(n)]
+
+    async def config(ctx):
         for g, members in groups:
             ctx.set(dut.i_config.payload.as_value(),
                     g | entry.pack(members=members, valid=1) << GROUP_BITS)
             ctx.set(dut.i_config.valid, 1)
             await ctx.tick()
         ctx.set(dut.i_config.valid, 0)
-        pos = [0] * n
-        for cyc in range(cycles):
-            for i in range(n):
-                port = dut.i_port[i]
-                if pos[i] < len(sends[i]):
-                    dest, data, last, kind = (*sends[i][pos[i]], Kind.UNICAST)[:4]
-                    ctx.set(port.payload.as_value(), flit.pack(
-                        data=data, first=1, last=last, kind=kind, dest=dest))
-                    ctx.set(port.valid, 1)
-                else:
-                    ctx.set(port.valid, 0)
-            for o in range(n):
-                ctx.set(dut.o_port[o].ready, int(ready(o, cyc)))
-            took = [ctx.get(dut.i_port[i].valid) and ctx.get(dut.i_port[i].ready)
-                    for i in range(n)]
-            for o in range(n):
-                p = dut.o_port[o]
-                if ctx.get(p.valid) and ctx.get(p.ready):
-                    f = flit.unpack(ctx.get(p.payload.as_value()))
-                    out[o].append((cyc, f["src"], f["data"], f["last"]))
-            for i in range(n):
-                if took[i]:
-                    accepted[i].append(cyc)
-                    pos[i] += 1
-            await ctx.tick()
+
+    def after_config(run):
+        async def bench(ctx):
+            for _ in groups:
+                await ctx.tick()
+            await run(ctx)
+        return bench
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(bench)
+    sim.add_testbench(config)
+    for tx in senders:
+        sim.add_testbench(after_config(tx.run), background=True)
+    for rx in receivers:
+        sim.add_testbench(after_config(rx.run))
     sim.run()
+    out = [[(c, *(lambda f: (f["src"], f["data"], f["last"]))(flit.unpack(w)))
+            for c, w in zip(rx.cycles, rx.received)] for rx in receivers]
     return accepted, out
 
 
@@ -165,6 +176,8 @@ def test_crosspoint_one_cycle_reset_in_traffic():
     reset cycle): nothing sent before it comes out afterwards, and every flit sent after
     it arrives exactly once, in order. (A crosspoint write register without reset once
     wrote one stale slot after such a reset, and its output then lost a flit.)"""
+    # Driven cycle by cycle, not through StreamSender/StreamReceiver: the reset, the
+    # inputs' valid windows and which beats count as sent all follow the cycle number.
     n, reset_at = 4, 40
     dut = _switch()
     m = Module()
