@@ -2,7 +2,9 @@
 
 Random codewords come from ``sim.fec.encode``; errors are planted at chosen positions and
 the decoder's output beats (data, error strobes, flags) and counters are compared with
-``sim.fec.decode``. Every random stream is seeded; a failure names the seed.
+``sim.fec.decode``. The streams are driven by the shared Amaranth-simulator stream
+driver (tb/common/amaranth_stream.py). Every random stream is seeded; a failure names
+the seed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from amaranth.sim import Simulator
 from fusionfabric.rtl.fec import RsDecoder, RsEncoder
 from fusionfabric.rtl.fec.layouts import dec_out_fields, enc_out_fields, in_fields
 from fusionfabric.sim import fec as model
+from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender
 
 N, K, SB = model.N, model.K, model.M
 
@@ -33,53 +36,37 @@ def symbols_of(word, P):
     return [(word >> (SB * k)) & ((1 << SB) - 1) for k in range(P)]
 
 
-def run_decoder(dut, words, *, gaps=None, backpressure=None, seed=0, extra=60):
+def run_decoder(dut, words, *, gaps=None, backpressure=None, seed=0):
     """Feed ``words`` (a list of 544-symbol arrays) and collect the output beats.
 
-    ``gaps[i]``: idle cycles before codeword ``i``; ``backpressure``: probability of
-    ``ready`` low at the output. Returns (beats, first input cycle, first output cycle,
-    counters, cycles where input ready was low while valid).
+    The input goes through :class:`StreamSender` with ``gaps[i]`` idle cycles before
+    codeword ``i``; the output through :class:`StreamReceiver`, ``ready`` low with
+    probability ``backpressure`` (drawn from ``seed``, named in a stall). Returns (beats,
+    state): ``state`` holds the first input and output cycles, the counters one cycle
+    after the last beat and the cycles where input ready was low while valid.
     """
-    P = dut.P
+    P, B = dut.P, N // dut.P
     fin, fout = in_fields(P), dec_out_fields(P)
-    rng = np.random.default_rng(seed)
-    beats = []
-    state = {"first_in": None, "first_out": None, "stalls": 0, "counters": None}
-    n_out = len(words) * (N // P)
+    feed = [fin.pack(data=d, first=f) for w in words for d, f in beats_of(w, P)]
+    idle = [0] * len(feed)
+    for i, g in enumerate(gaps or ()):
+        idle[i * B] = g
+    state = {"first_in": None, "stalls": 0, "counters": None}
+
+    def on_cycle(ctx, valid, ready):
+        state["stalls"] += bool(valid and not ready)
+
+    def on_beat(ctx, word):
+        if state["first_in"] is None:
+            state["first_in"] = tx.cycles - 1
+
+    tx = StreamSender(dut.i_data, feed, seed=seed, idle=idle, on_beat=on_beat,
+                      on_cycle=on_cycle)
+    rx = StreamReceiver(dut.o_data, len(feed), seed=seed, backpressure=backpressure or 0.0,
+                        max_cycles=len(feed) + sum(idle) + 400 + 4 * len(feed))
 
     async def bench(ctx):
-        cycle = 0
-        feed = []
-        for i, w in enumerate(words):
-            feed += [None] * (gaps[i] if gaps else 0)
-            feed += beats_of(w, P)
-        pos = 0
-        while len(beats) < n_out:
-            item = feed[pos] if pos < len(feed) else None
-            if item is not None:
-                ctx.set(dut.i_data.payload.as_value(), fin.pack(data=item[0], first=item[1]))
-                ctx.set(dut.i_data.valid, 1)
-            else:
-                ctx.set(dut.i_data.valid, 0)
-            rdy_out = 1 if backpressure is None else int(rng.random() >= backpressure)
-            ctx.set(dut.o_data.ready, rdy_out)
-            await ctx.delay(1e-9)
-            if item is not None:
-                if ctx.get(dut.i_data.ready):
-                    if state["first_in"] is None:
-                        state["first_in"] = cycle
-                    pos += 1
-                else:
-                    state["stalls"] += 1
-            elif pos < len(feed):
-                pos += 1
-            if ctx.get(dut.o_data.valid) and rdy_out:
-                if state["first_out"] is None:
-                    state["first_out"] = cycle
-                beats.append(fout.unpack(int(ctx.get(dut.o_data.payload.as_value()))))
-            await ctx.tick()
-            cycle += 1
-            assert cycle < len(feed) + 400 + 4 * n_out, f"no progress (seed {seed})"
+        await rx.run(ctx)
         await ctx.tick()
         state["counters"] = [ctx.get(s) for s in (dut.o_codewords, dut.o_corrected_codewords,
                                                   dut.o_corrected_symbols,
@@ -87,9 +74,11 @@ def run_decoder(dut, words, *, gaps=None, backpressure=None, seed=0, extra=60):
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
+    sim.add_testbench(tx.run, background=True)
     sim.add_testbench(bench)
     sim.run()
-    return beats, state
+    state["first_out"] = rx.cycles[0]
+    return [fout.unpack(w) for w in rx.received], state
 
 
 def check_decoded(dut, words, beats, seed):
@@ -158,42 +147,32 @@ def test_decoder_error_counts(P):
 
 def run_encoder(dut, msgs, *, gap=0, seed=0):
     """Feed each message as a 544-symbol frame (random filler in the parity positions)
-    with ``gap`` idle cycles between codewords; return the output codewords and stalls."""
-    P = dut.P
+    through :class:`StreamSender`, ``gap`` idle cycles between codewords, and take the
+    output with :class:`StreamReceiver` (``ready`` high); return the output codewords and
+    the stalls (cycles with input valid and ready low) and (first, last) flags."""
+    P, B = dut.P, N // dut.P
     fin, fout = in_fields(P), enc_out_fields(P)
     rng = np.random.default_rng(seed)
     feed = []
     for msg in msgs:
         frame = np.concatenate([msg, rng.integers(0, 1 << SB, N - K)])
-        feed += beats_of(frame, P) + [None] * gap
-    out, info = [], {"stalls": 0, "flags": []}
+        feed += [fin.pack(data=d, first=f) for d, f in beats_of(frame, P)]
+    idle = [gap if k and k % B == 0 else 0 for k in range(len(feed))]
+    info = {"stalls": 0}
 
-    async def bench(ctx):
-        pos, cycle = 0, 0
-        while len(out) < len(msgs) * (N // P):
-            item = feed[pos] if pos < len(feed) else None
-            ctx.set(dut.i_data.valid, item is not None)
-            if item is not None:
-                ctx.set(dut.i_data.payload.as_value(), fin.pack(data=item[0], first=item[1]))
-            ctx.set(dut.o_data.ready, 1)
-            await ctx.delay(1e-9)
-            if item is None or ctx.get(dut.i_data.ready):
-                pos += 1
-            else:
-                info["stalls"] += 1
-            if ctx.get(dut.o_data.valid):
-                b = fout.unpack(int(ctx.get(dut.o_data.payload.as_value())))
-                out.append(symbols_of(b["data"], P))
-                info["flags"].append((b["first"], b["last"]))
-            await ctx.tick()
-            cycle += 1
-            assert cycle < len(feed) + 10, f"no progress (seed {seed})"
+    def on_cycle(ctx, valid, ready):
+        info["stalls"] += bool(valid and not ready)
 
+    tx = StreamSender(dut.i_data, feed, seed=seed, idle=idle, on_cycle=on_cycle)
+    rx = StreamReceiver(dut.o_data, len(feed), seed=seed, max_cycles=len(feed) + sum(idle) + 10)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(bench)
+    sim.add_testbench(tx.run, background=True)
+    sim.add_testbench(rx.run)
     sim.run()
-    flat = np.array(out).reshape(len(msgs), N)
+    beats = [fout.unpack(w) for w in rx.received]
+    info["flags"] = [(b["first"], b["last"]) for b in beats]
+    flat = np.array([symbols_of(b["data"], P) for b in beats]).reshape(len(msgs), N)
     return flat, info
 
 
