@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from amaranth import Const, Mux, Signal
+from amaranth.lib import data
 
-from fusionfabric.formats.chiplet import (PHY_WORD, PORT_BEAT, SEQ_BITS, STATUS, TL_FLIT, ChipletParams,
-                                         Opcode)
+from fusionfabric.formats.chiplet import (DL_HEADER, DL_TRAILER, PHY_WORD, PORT_BEAT, SEQ_BITS,
+                                          SLOT_BITS, SLOTS_PER_TL, STATUS, TL_FLIT, TL_HEADER,
+                                          ChipletParams, Opcode)
 
 __all__ = ["PHY_WORD", "TL_FLIT", "STATUS", "phy_layout", "tl_layout", "port_layout",
-           "data_slots", "valid_opcode", "as_params", "LINK_DOWN",
+           "beat_slots_layout", "trailer_layout", "tl_slots_layout", "data_slots", "valid_opcode",
+           "as_params", "LINK_DOWN",
            "LINK_INIT", "LINK_ACTIVE"]
 
 LINK_DOWN, LINK_INIT, LINK_ACTIVE = 0, 1, 2
@@ -24,6 +27,28 @@ def tl_layout():
 
 def port_layout():
     return PORT_BEAT.layout()
+
+
+def beat_slots_layout():
+    """``PORT_BEAT`` seen as its two slots: ``data`` and ``hdr`` (a ``TL_HEADER``).
+
+    The same bits as :func:`port_layout` (``PORT_BEAT`` is the data slot followed by the
+    ``TL_HEADER`` fields), grouped so that the header slot reads and writes as one view.
+    """
+    assert PORT_BEAT.fields == (("data", SLOT_BITS),) + TL_HEADER.fields
+    return data.StructLayout({"data": SLOT_BITS, "hdr": TL_HEADER.layout()})
+
+
+def trailer_layout():
+    """The trailer slot of a DL flit: ``hdr`` (a ``DL_HEADER``) and ``crc`` (``DL_TRAILER``)."""
+    assert DL_TRAILER.fields == DL_HEADER.fields + (("crc", DL_TRAILER.widths["crc"]),)
+    return data.StructLayout({"hdr": DL_HEADER.layout(), "crc": DL_TRAILER.widths["crc"]})
+
+
+def tl_slots_layout():
+    """``TL_FLIT.data`` as its ``SLOTS_PER_TL`` slots, slot 0 in the low bits."""
+    assert TL_FLIT.widths["data"] == SLOTS_PER_TL * SLOT_BITS
+    return data.ArrayLayout(SLOT_BITS, SLOTS_PER_TL)
 
 
 def data_slots(opcode, length):

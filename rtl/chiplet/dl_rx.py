@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
 from fusionfabric.formats.chiplet import DL_HEADER, SEQ_BITS, SLOT_BITS
-from .common import as_params, phy_layout, sat_inc, seq_dist
+from .common import as_params, phy_layout, sat_inc, seq_dist, trailer_layout
 
 __all__ = ["DataLinkRx"]
 
@@ -112,7 +112,7 @@ class DataLinkRx(wiring.Component):
         r_bank = Signal()
         chk = Signal()
         chk_bank = Signal()
-        hdr_reg = Signal(96)
+        hdr_reg = Signal(DL_HEADER.layout())
         w = self.i_phy.payload
         m.d.comb += self.i_phy.ready.eq(1)
         take = self.i_phy.valid & self.i_link_up
@@ -134,7 +134,7 @@ class DataLinkRx(wiring.Component):
         with m.Elif(take & r_in):
             with m.If(r_k == SL):
                 m.d.sync += [r_in.eq(0), chk.eq(1), chk_bank.eq(r_bank),
-                             hdr_reg.eq(w.data[:96])]
+                             hdr_reg.eq(data.View(trailer_layout(), w.data).hdr)]
             with m.Else():
                 m.d.comb += [wp.en.eq(1), wp.addr.eq(Mux(r_bank, SL, 0) + r_k)]
                 m.d.sync += r_k.eq(r_k + 1)

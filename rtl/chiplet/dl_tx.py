@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth import Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
 from fusionfabric.formats.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SLOT_BITS
 from .common import (LINK_ACTIVE, LINK_DOWN, LINK_INIT, as_params, phy_layout, sat_inc,
-                     seq_dist, tl_layout)
+                     seq_dist, tl_layout, tl_slots_layout, trailer_layout)
 
 __all__ = ["DataLinkTx"]
 
@@ -154,7 +154,7 @@ class DataLinkTx(wiring.Component):
         vc_next = Signal(N)
         m.d.comb += vc_next.eq(f_vc | (tl.vc << f_j)[:N])
         m.d.comb += [wp.addr.eq(fill_idx * SL + f_j * 4 + f_k),
-                     wp.data.eq(tl.data.word_select(f_k, SLOT_BITS))]
+                     wp.data.eq(data.View(tl_slots_layout(), tl.data)[f_k])]
 
         def complete(n, bits):
             for i in range(D):
@@ -228,7 +228,7 @@ class DataLinkTx(wiring.Component):
         b_first = Signal()
         b_pad = Signal()
         b_trailer = Signal()
-        b_hdr = Signal(96)
+        b_hdr = Signal(DL_HEADER.layout())
         tx_flits = Signal(32)
         tx_replayed = Signal(32)
         m.d.comb += [self.o_tx_flits.eq(tx_flits), self.o_tx_replayed.eq(tx_replayed)]
@@ -274,11 +274,15 @@ class DataLinkTx(wiring.Component):
         with m.If(adv):
             m.d.sync += [c_valid.eq(b_valid), c_first.eq(b_first), c_trailer.eq(b_trailer),
                          c_word.eq(b_word)]
-        crc = proc.o_crc.payload.crc       # held until the next flit's first slot is taken
+        # the trailer leaves with its CRC field filled in; the CRC is held until the next
+        # flit's first slot is taken
+        trailer = Signal(trailer_layout())
+        m.d.comb += [trailer.hdr.eq(data.View(trailer_layout(), c_word).hdr),
+                     trailer.crc.eq(proc.o_crc.payload.crc)]
         m.d.comb += [
             self.o_phy.valid.eq(c_valid),
             self.o_phy.payload.first.eq(c_first),
-            self.o_phy.payload.data.eq(Cat(c_word[:96], Mux(c_trailer, crc, c_word[96:]))),
+            self.o_phy.payload.data.eq(Mux(c_trailer, trailer, c_word)),
         ]
 
         # ---------------- receive side effects: acks, naks, credits, bring-up --------------

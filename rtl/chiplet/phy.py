@@ -13,14 +13,24 @@ unit tests compare against). See docs/protocol.md, section "PHY mapping and the 
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.formats.chiplet import check_phy_params, dl_flit_slots
-from fusionfabric.formats.pcs import WORD, BlockType, control_word
+from fusionfabric.formats.chiplet import SLOT_BITS, check_phy_params, dl_flit_slots
+from fusionfabric.formats.pcs import CONTROL, WORD, BlockType, control_word
 
 from .common import PHY_WORD
+
+
+def _row_words():
+    """A slot as the data words of one PCS row (word 0 in the low bits)."""
+    return data.ArrayLayout(WORD.widths["data"], SLOT_BITS // WORD.widths["data"])
+
+
+def _block_type(word):
+    """The block-type field of a control word (``formats.pcs.CONTROL``)."""
+    return data.View(CONTROL.layout(), word).type
 
 __all__ = ["PhyToPcs", "PcsToPhy"]
 
@@ -76,6 +86,7 @@ class PhyToPcs(wiring.Component):
         since = Signal(range(K + 1))     # flits begun since the last START row (saturating)
         started = Signal()               # START row for the current first slot already sent
         w = self.i_word.payload
+        words = data.View(_row_words(), w.data)
         row = self.o_row.payload
         take = self.o_row.valid & self.o_row.ready
         need_start = w.first & ~started & (~chain | (since == K))
@@ -86,7 +97,7 @@ class PhyToPcs(wiring.Component):
             with m.If(take):
                 m.d.sync += [started.eq(1), since.eq(0), chain.eq(0)]
         with m.Else():
-            m.d.comb += [row[0].data.eq(w.data[:64]), row[1].data.eq(w.data[64:]),
+            m.d.comb += [row[0].data.eq(words[0]), row[1].data.eq(words[1]),
                          self.i_word.ready.eq(self.o_row.ready)]
             with m.If(take):
                 m.d.sync += started.eq(0)
@@ -154,11 +165,12 @@ class PcsToPhy(wiring.Component):
         pos = Signal(range(L + 1))       # 0: outside a flit; L: a flit just ended
         r = self.i_row.payload
         is_data = ~r[0].ctrl & ~r[1].ctrl
-        is_start = r[0].ctrl & (r[0].data[:8] == BlockType.START)
-        is_idle = (r[0].ctrl & (r[0].data[:8] == BlockType.IDLE)
-                   & r[1].ctrl & (r[1].data[:8] == BlockType.IDLE))
+        is_start = r[0].ctrl & (_block_type(r[0].data) == BlockType.START)
+        is_idle = (r[0].ctrl & (_block_type(r[0].data) == BlockType.IDLE)
+                   & r[1].ctrl & (_block_type(r[1].data) == BlockType.IDLE))
+        words = data.View(_row_words(), self.o_word.payload.data)
         m.d.sync += self.o_word.valid.eq(0)
-        m.d.sync += self.o_word.payload.data.eq(Cat(r[0].data, r[1].data))
+        m.d.sync += [words[0].eq(r[0].data), words[1].eq(r[1].data)]
 
         def slot(first):
             m.d.sync += [self.o_word.valid.eq(1), self.o_word.payload.first.eq(first)]

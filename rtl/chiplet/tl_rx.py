@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Signal
-from amaranth.lib import stream, wiring
+from amaranth import Module, Signal
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.formats.chiplet import CREDIT_BITS, SLOT_BITS, TL_HEADER
-from .common import data_slots, port_layout
+from fusionfabric.formats.chiplet import CREDIT_BITS, SLOT_BITS, TL_HEADER, Opcode
+from .common import beat_slots_layout, data_slots, port_layout
 
 __all__ = ["TransactionRx"]
 
@@ -47,14 +47,14 @@ class TransactionRx(wiring.Component):
         k = Signal(2)            # slot position inside the TL flit
         rem = Signal(5)          # data slots left in the current message
         skip = Signal()          # padding until the end of this TL flit
-        hdr = Signal(SLOT_BITS)
+        hdr = Signal(TL_HEADER.layout())
         freed = Signal(CREDIT_BITS)
         m.d.comb += self.o_freed.eq(freed)
         slot = self.i_slot.payload
-        op = slot[:4]
-        length = slot[TL_HEADER.offsets["length"]:TL_HEADER.offsets["length"] + 2]
+        head = data.View(TL_HEADER.layout(), slot)        # the slot read as a header
+        out = data.View(beat_slots_layout(), self.o_beat.payload.as_value())
         nds = Signal(5)
-        m.d.comb += nds.eq(data_slots(op, length))
+        m.d.comb += nds.eq(data_slots(head.opcode, head.length))
         pop = Signal()
         emit = Signal()     # this slot makes an output beat (X-safe: gated by valid)
         m.d.comb += self.o_beat.valid.eq(self.i_slot.valid & emit)
@@ -64,18 +64,18 @@ class TransactionRx(wiring.Component):
                 m.d.sync += skip.eq(0)
         with m.Elif(rem != 0):
             m.d.comb += [emit.eq(1),
-                         self.o_beat.payload.eq(Cat(slot, hdr)),
+                         out.data.eq(slot), out.hdr.eq(hdr),
                          self.i_slot.ready.eq(self.o_beat.ready),
                          pop.eq(self.i_slot.valid & self.o_beat.ready)]
             with m.If(pop):
                 m.d.sync += rem.eq(rem - 1)
-        with m.Elif(op == 0):
+        with m.Elif(head.opcode == Opcode.NULL):
             m.d.comb += [self.i_slot.ready.eq(1), pop.eq(self.i_slot.valid)]
             with m.If(pop & (k != 3)):
                 m.d.sync += skip.eq(1)
         with m.Elif(nds == 0):
             m.d.comb += [emit.eq(1),
-                         self.o_beat.payload.eq(Cat(Const(0, SLOT_BITS), slot)),
+                         out.data.eq(0), out.hdr.eq(head),
                          self.i_slot.ready.eq(self.o_beat.ready),
                          pop.eq(self.i_slot.valid & self.o_beat.ready)]
         with m.Else():

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import fifo, stream, wiring
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.formats.chiplet import SLOT_BITS, SRC_BITS, TL_HEADER
-from .common import data_slots, port_layout, sat_inc, tl_layout, valid_opcode
+from .common import (beat_slots_layout, data_slots, port_layout, sat_inc, tl_layout,
+                     tl_slots_layout, valid_opcode)
 
 __all__ = ["TransactionTx"]
 
@@ -70,11 +71,11 @@ class TransactionTx(wiring.Component):
         pos = Signal(2, name=f"p{vc}_pos")
         rem = Signal(5, name=f"p{vc}_rem")       # data slots left in the current message
         beat = port.payload
-        hdr = Signal(SLOT_BITS, name=f"p{vc}_hdr")
-        m.d.comb += hdr.eq(beat.as_value()[SLOT_BITS:])
-        src_lo = TL_HEADER.offsets["src"]
-        hdr_stamped = (Cat(hdr[:src_lo], self.i_node_id, hdr[src_lo + SRC_BITS:])
-                       if self.stamp_src else hdr)
+        # the header slot: the beat's header fields, src = node id when stamping
+        hdr = Signal(TL_HEADER.layout(), name=f"p{vc}_hdr")
+        m.d.comb += hdr.eq(data.View(beat_slots_layout(), beat.as_value()).hdr)
+        if self.stamp_src:
+            m.d.comb += hdr.src.eq(self.i_node_id)
         nds = Signal(5, name=f"p{vc}_nds")
         m.d.comb += nds.eq(data_slots(beat.opcode, beat.length))
         ok_op = valid_opcode(beat.opcode, vc)
@@ -99,7 +100,7 @@ class TransactionTx(wiring.Component):
             sat_inc(m, bad, 1)
         with m.Elif(port.valid):
             # header slot; a message without data is consumed with it
-            m.d.comb += [word.eq(hdr_stamped), wr.eq(can),
+            m.d.comb += [word.eq(hdr), wr.eq(can),
                          port.ready.eq(can & (nds == 0))]
             with m.If(can):
                 m.d.sync += rem.eq(nds)
@@ -113,7 +114,9 @@ class TransactionTx(wiring.Component):
             for i in range(3):
                 with m.If(pos == i):
                     m.d.sync += slots[i].eq(word)
-        m.d.comb += [q.w_data.eq(Cat(*slots, word)), q.w_en.eq(wr & (pos == 3))]
+        flit = Signal(tl_slots_layout(), name=f"p{vc}_flit")     # slots 0..2 held, 3 = word
+        m.d.comb += [*(flit[i].eq(slots[i]) for i in range(3)), flit[3].eq(word)]
+        m.d.comb += [q.w_data.eq(flit), q.w_en.eq(wr & (pos == 3))]
         return q
 
     def elaborate(self, platform):

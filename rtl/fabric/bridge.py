@@ -8,7 +8,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.rtl.chiplet.common import data_slots, port_layout
+from fusionfabric.rtl.chiplet.common import beat_slots_layout, data_slots, port_layout
 from fusionfabric.formats.chiplet import SLOT_BITS, Opcode
 from fusionfabric.formats.switch import CHUNK_BITS, Kind, switch_flit
 
@@ -207,7 +207,8 @@ class Reassembly(wiring.Component):
         ridx = Signal(range(MAX_DATA_BEATS))
         hdr = Signal(port_layout())
         m.d.comb += [hr.addr.eq(rb), dr.addr.eq(Cat(ridx, rb))]
-        m.d.comb += hdr.eq(Cat(dr.data, hr.data))
+        slots = data.View(beat_slots_layout(), hdr.as_value())    # data slot, header slot
+        m.d.comb += [slots.data.eq(dr.data), slots.hdr.eq(hr.data)]
         n_data = Signal(5)
         m.d.comb += n_data.eq(data_slots(hdr.opcode, hdr.length))
         last = Mux(n_data == 0, 1, ridx == n_data - 1)
