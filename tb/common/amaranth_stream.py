@@ -166,8 +166,10 @@ class StreamReceiver:
     ----------
     port : amaranth.lib.stream.Interface
         The component's stream output (e.g. ``dut.o_data``).
-    count : int
-        Beats to receive.
+    count : int or None
+        Beats to receive. ``None``: take every beat offered during ``max_cycles`` cycles
+        and end then, without a stall check (for an output whose beat count the test
+        cannot know in advance).
     seed : int, sequence of int or numpy.random.Generator
         Seed of the backpressure pattern.
     backpressure : float
@@ -177,7 +179,8 @@ class StreamReceiver:
         a sequence (``ready[cycle]``; high past its end), ``cycle`` counted from this
         receiver's start. Not with ``backpressure``.
     max_cycles : int
-        Cycles without all beats after which the run fails with :class:`StreamStall`.
+        Cycles without all beats after which the run fails with :class:`StreamStall`
+        (with ``count=None``: the length of the run).
     quiet_cycles : int
         After the last beat, cycles with ``ready`` high in which no further beat may
         appear (0: no check).
@@ -196,11 +199,11 @@ class StreamReceiver:
         Cycle (counted from this receiver's start) of each beat.
     """
 
-    def __init__(self, port, count: int, *, seed=0, backpressure: float = 0.0,
+    def __init__(self, port, count: int | None, *, seed=0, backpressure: float = 0.0,
                  ready=None, max_cycles: int = 100_000, quiet_cycles: int = 0,
                  on_beat=None, on_cycle=None):
-        if count < 0:
-            raise ValueError(f"count={count!r} must be >= 0")
+        if count is not None and count < 0:
+            raise ValueError(f"count={count!r} must be >= 0 or None")
         if ready is not None and not callable(ready):
             try:
                 ready = [bool(r) for r in ready]
@@ -226,7 +229,9 @@ class StreamReceiver:
         """The testbench coroutine: ``sim.add_testbench(receiver.run)``."""
         payload = Value.cast(self.port.payload)
         cycle = 0
-        while len(self.received) < self.count:
+        while self.count is None or len(self.received) < self.count:
+            if self.count is None and cycle >= self.max_cycles:
+                break
             if cycle >= self.max_cycles:
                 raise StreamStall(f"stream stalled: {len(self.received)} of {self.count} "
                                   f"beats after {cycle} cycles (seed {self.seed})")
