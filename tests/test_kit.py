@@ -330,3 +330,32 @@ def test_amaranth_stream_schedule_bad_arguments():
         StreamSender(dut.i_data, [1, 2], idle=[0, -1])
     with pytest.raises(TypeError, match="idle=None must be a probability"):
         StreamSender(dut.i_data, [1], idle=None)
+
+
+def test_amaranth_stream_receiver_without_count():
+    """``count=None`` takes every beat offered during ``max_cycles`` cycles and ends then,
+    with no stall error. Reference written here from the +1 stage's rule: with ``ready``
+    high and the sender at full rate, word i comes out at cycle i + 1, so a 30-cycle run
+    sees exactly the first 29 words + 1; an 80-cycle run sees all 40 and nothing more.
+    Planted fault: the corrupting stage differs in word 37."""
+    from amaranth.sim import Simulator
+
+    from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender
+    words = _words(8, 40)
+
+    def run(fault, cycles):
+        dut = KitIncrement(16, fault=fault)
+        tx = StreamSender(dut.i_data, words, seed=[8, 0])
+        rx = StreamReceiver(dut.o_data, None, seed=[8, 1], max_cycles=cycles)
+        sim = Simulator(dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(tx.run, background=True)
+        sim.add_testbench(rx.run)
+        sim.run()
+        return rx
+
+    want = [(w + 1) & 0xFFFF for w in words]
+    rx = run("none", 30)
+    assert rx.received == want[:29] and rx.cycles == list(range(1, 30))
+    assert run("none", 80).received == want
+    assert run("corrupt", 80).received != want
