@@ -1,5 +1,10 @@
 """Amaranth-simulator tests of the fabric bridges (rtl/fabric/bridge.py) and the lane fault
-injector against small Python references (docs/fabric.md)."""
+injector against small Python references (docs/fabric.md).
+
+The streams are driven by the shared Amaranth-simulator stream driver
+(tb/common/amaranth_stream.py): each source and each sink draws its idle cycles or
+backpressure from its own seed (``[seed, 0]``, ``[seed, 1]``, ``[seed, 2]``); a stall names
+it."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.chiplet import PORT_BEAT, Opcode
 from fusionfabric.sim.chiplet import Message
 from fusionfabric.formats.switch import Kind, switch_flit
+from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender
 
 FLIT = switch_flit(128)
 
@@ -45,45 +51,26 @@ def _msgs(rng, count, ops, src=3):
     return out
 
 
-def _run_ingress(dut, tb, reqs, rsps, rng, **drive):
-    """Simulate ``tb`` with the messages ``reqs``/``rsps`` offered on the ingress bridge's
-    ``i_req``/``i_rsp`` (``drive``: extra :func:`_drive` options)."""
-    async def src_req(ctx):
-        await _drive(ctx, dut.i_req, [b for m in reqs for b in m.beats()], rng, **drive)
-
-    async def src_rsp(ctx):
-        await _drive(ctx, dut.i_rsp, [b for m in rsps for b in m.beats()], rng, **drive)
-
+def _run(dut, sinks, sources):
+    """Simulate ``dut`` until every sink coroutine is done, the sources in the background."""
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.add_testbench(src_req, background=True)
-    sim.add_testbench(src_rsp, background=True)
+    for coro in sinks:
+        sim.add_testbench(coro)
+    for coro in sources:
+        sim.add_testbench(coro, background=True)
     sim.run()
 
 
-async def _drive(ctx, port, words, rng, idle=0.3):
-    for w in words:
-        while rng.random() < idle:
-            await ctx.tick()
-        ctx.set(port.payload.as_value(), w)
-        ctx.set(port.valid, 1)
-        await ctx.tick().until(port.ready)
-        ctx.set(port.valid, 0)
-
-
-async def _collect(ctx, port, n, rng, bp=0.3, limit=20000):
-    got = []
-    for _ in range(limit):
-        ready = int(rng.random() >= bp)
-        ctx.set(port.ready, ready)
-        _, _, valid, payload = await ctx.tick().sample(port.valid, port.payload.as_value())
-        if valid and ready:
-            got.append(int(payload))
-            if n is not None and len(got) == n:
-                break
-    ctx.set(port.ready, 0)
-    return got
+def _run_ingress(dut, tb, reqs, rsps, seed, idle=0.3):
+    """Simulate ``tb`` with the messages ``reqs``/``rsps`` offered on the ingress bridge's
+    ``i_req``/``i_rsp`` by two :class:`StreamSender` (idle probability ``idle``, seeds
+    ``[seed, 0]`` and ``[seed, 1]``)."""
+    src_req = StreamSender(dut.i_req, [b for m in reqs for b in m.beats()], seed=[seed, 0],
+                           idle=idle)
+    src_rsp = StreamSender(dut.i_rsp, [b for m in rsps for b in m.beats()], seed=[seed, 1],
+                           idle=idle)
+    _run(dut, [tb], [src_req.run, src_rsp.run])
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -93,14 +80,10 @@ def test_ingress_against_reference(seed):
     reqs = _msgs(rng, 12, [Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD, Opcode.MULTICAST,
                            Opcode.REDUCE])
     rsps = _msgs(rng, 12, [Opcode.READ_CPL, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK])
-    got = []
-
-    async def tb(ctx):
-        n = sum(len(ref_flits(m)) for m in reqs + rsps)
-        flits = await _collect(ctx, dut.o_flit, n, rng)
-        got.extend(FLIT.unpack(f) for f in flits)
-
-    _run_ingress(dut, tb, reqs, rsps, rng)
+    n = sum(len(ref_flits(m)) for m in reqs + rsps)
+    sink = StreamReceiver(dut.o_flit, n, seed=[seed, 2], backpressure=0.3, max_cycles=20000)
+    _run_ingress(dut, sink.run, reqs, rsps, seed)
+    got = [FLIT.unpack(f) for f in sink.received]
     # split the output into messages (a message's flits are contiguous) and match each
     # stream in order
     want = {0: [ref_flits(m) for m in reqs], 1: [ref_flits(m) for m in rsps]}
@@ -136,11 +119,14 @@ def test_ingress_holds_offered_flit(seed):
     n = sum(len(ref_flits(m)) for m in reqs + rsps)
     violations = []
     count = [0]
+    sink_rng = np.random.default_rng([seed, 2])
 
     async def tb(ctx):
+        # hand-written sink: the check needs the payload offered in every cycle, which
+        # StreamReceiver's hooks do not see
         held = None                 # the flit offered and not taken in the last cycle
         for cycle in range(20000):
-            ready = int(rng.random() >= 0.6)
+            ready = int(sink_rng.random() >= 0.6)
             ctx.set(dut.o_flit.ready, ready)
             _, _, valid, payload = await ctx.tick().sample(dut.o_flit.valid,
                                                            dut.o_flit.payload.as_value())
@@ -151,7 +137,7 @@ def test_ingress_holds_offered_flit(seed):
             if count[0] == n:
                 break
 
-    _run_ingress(dut, tb, reqs, rsps, rng, idle=0.5)
+    _run_ingress(dut, tb, reqs, rsps, seed, idle=0.5)
     assert count[0] == n, f"{count[0]} of {n} flits (seed {seed})"
     assert not violations, f"offered flit changed before it was taken: {violations[:3]} " \
                            f"(seed {seed})"
@@ -188,23 +174,13 @@ def test_egress_reassembles_interleaved_packets(seed):
     n_req = sum(max(1, C.data_slots(m.opcode, m.length)) for v in want_req.values() for m in v)
     n_req = None                # RESULT messages: as many as the packer's timeout makes
     n_rsp = sum(max(1, C.data_slots(m.opcode, m.length)) for v in want_rsp.values() for m in v)
-    got = {}
-
-    async def drive(ctx):
-        await _drive(ctx, dut.i_flit, flits, rng, idle=0.2)
-
-    async def sink_req(ctx):
-        got["req"] = await _collect(ctx, dut.o_req, n_req, rng, limit=1500)
-
-    async def sink_rsp(ctx):
-        got["rsp"] = await _collect(ctx, dut.o_rsp, n_rsp, rng)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(drive, background=True)
-    sim.add_testbench(sink_req)
-    sim.add_testbench(sink_rsp)
-    sim.run()
+    drive = StreamSender(dut.i_flit, flits, seed=[seed, 0], idle=0.2)
+    sink_req = StreamReceiver(dut.o_req, n_req, seed=[seed, 1], backpressure=0.3,
+                              max_cycles=1500)
+    sink_rsp = StreamReceiver(dut.o_rsp, n_rsp, seed=[seed, 2], backpressure=0.3,
+                              max_cycles=20000)
+    _run(dut, [sink_req.run, sink_rsp.run], [drive.run])
+    got = {"req": sink_req.received, "rsp": sink_rsp.received}
     for key, want in (("req", want_req), ("rsp", want_rsp)):
         beats = got[key]
         msgs, i = [], 0
@@ -228,7 +204,9 @@ def test_egress_reassembles_interleaved_packets(seed):
 
 async def _collect_held(ctx, port, rng, cycles, bp=0.6):
     """Sink with backpressure ``bp`` for ``cycles`` cycles; returns (beats taken, stream-rule
-    violations: an offered beat that changed or vanished before it was taken)."""
+    violations: an offered beat that changed or vanished before it was taken). Written by
+    hand: the check needs the payload offered in every cycle, which StreamReceiver's hooks
+    do not see."""
     got, bad, held = [], [], None
     for cycle in range(cycles):
         ready = int(rng.random() >= bp)
@@ -261,18 +239,13 @@ def test_egress_holds_offered_beat(seed):
         s = keys[int(rng.integers(len(keys)))]
         flits.append(_flit_word(**queues[s].pop(0)))
     out = {}
-
-    async def drive(ctx):
-        await _drive(ctx, dut.i_flit, flits, rng, idle=0.3)
+    drive = StreamSender(dut.i_flit, flits, seed=[seed, 0], idle=0.3)
 
     async def sink(ctx):
-        out["req"] = await _collect_held(ctx, dut.o_req, rng, 3000)
+        out["req"] = await _collect_held(ctx, dut.o_req, np.random.default_rng([seed, 1]),
+                                         3000)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(drive, background=True)
-    sim.add_testbench(sink)
-    sim.run()
+    _run(dut, [sink], [drive.run])
     got, bad = out["req"]
     assert got, f"nothing on o_req (seed {seed})"
     assert not bad, f"offered o_req beat changed before it was taken: {bad[:3]} (seed {seed})"
@@ -301,20 +274,11 @@ def test_result_packer_back_to_back():
     flits = [_flit_word(data=d, first=1, last=1, kind=Kind.RESULT, dest=g, chunk=c)
              for g, c, d in results]
     expected = ref_pack(results, True)
-    got = []
-
-    async def drive(ctx):
-        await _drive(ctx, dut.i_flit, flits, rng, idle=0.0)
-
-    async def sink(ctx):
-        beats = await _collect(ctx, dut.o_beat, 4 * len(expected), rng, bp=0.2)
-        got.extend(beats)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(drive, background=True)
-    sim.add_testbench(sink)
-    sim.run()
+    drive = StreamSender(dut.i_flit, flits, seed=[7, 0])
+    sink = StreamReceiver(dut.o_beat, 4 * len(expected), seed=[7, 1], backpressure=0.2,
+                          max_cycles=20000)
+    _run(dut, [sink.run], [drive.run])
+    got = sink.received
     for j, grp in enumerate(expected):
         mask = (1 << PORT_BEAT.width) - 1
         beats = [b & mask for b in got[4 * j:4 * j + 4]]
