@@ -1,4 +1,7 @@
-"""Amaranth-simulator unit tests of the chiplet RTL against the numpy model (sim/chiplet.py)."""
+"""Amaranth-simulator unit tests of the chiplet RTL against the numpy model (sim/chiplet.py).
+
+The streams are driven by the shared Amaranth-simulator stream driver
+(tb/common/amaranth_stream.py)."""
 
 import zlib
 
@@ -14,6 +17,7 @@ from fusionfabric.formats import chiplet as F
 from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.chiplet import Opcode
 from fusionfabric.sim.chiplet import DLHeader
+from fusionfabric.tb.common.amaranth_stream import StreamReceiver, StreamSender
 
 
 def _run(dut, bench, cycles_s=1e-8):
@@ -44,13 +48,11 @@ def test_dl_crc_on_foundation_crc_matches_zlib_and_amaranth_lib_crc():
     async def feed(ctx, data, n_last):
         words = [int.from_bytes(data[i:i + 16].ljust(16, b"\0"), "little")
                  for i in range(0, len(data), 16)]
-        for i, w in enumerate(words):
-            last = i == len(words) - 1
-            ctx.set(mine.i_data.payload.as_value(), mine.in_fields.pack(
-                data=w, first=i == 0, last=last, n_bytes=n_last if last else 0))
-            ctx.set(mine.i_data.valid, 1)
-            await ctx.tick()
-        ctx.set(mine.i_data.valid, 0)
+        last = len(words) - 1
+        await StreamSender(mine.i_data, [
+            mine.in_fields.pack(data=w, first=i == 0, last=i == last,
+                                n_bytes=n_last if i == last else 0)
+            for i, w in enumerate(words)]).run(ctx)
         ctx.set(mine.o_crc.ready, 1)
         await ctx.delay(1e-10)
         assert ctx.get(mine.o_crc.valid)
@@ -85,48 +87,35 @@ def test_dl_crc_on_foundation_crc_matches_zlib_and_amaranth_lib_crc():
 
 
 def _tx_capture(dut, tl_flits, cycles, ack=5, freed=(3, 7)):
-    """Bring a DataLinkTx up (fake peer init flit), feed TL flits, capture PHY flits."""
-    words = []
+    """Bring a DataLinkTx up (fake peer init flit), feed TL flits for ``cycles`` cycles
+    (:class:`StreamSender`), capture every PHY word (:class:`StreamReceiver`, ``ready``
+    high, run for the whole bring-up and feed) and return the whole PHY flits."""
+    init_cycles = 3 + 2 * dut.params.flit_slots + 1
+    phy = StreamReceiver(dut.o_phy, None, ready=lambda c: True,
+                         max_cycles=init_cycles + cycles)
+    tl = StreamSender(dut.i_tl, [F.TL_FLIT.pack(data=int.from_bytes(flit, "little"), vc=vc)
+                                 for vc, flit in tl_flits], stop_after=cycles)
 
     async def bench(ctx):
         ctx.set(dut.i_link_up, 1)
-        ctx.set(dut.o_phy.ready, 1)
         ctx.set(dut.i_rx_expected, ack)
         ctx.set(dut.i_freed0, freed[0])
         ctx.set(dut.i_freed1, freed[1])
-        for _ in range(3 + 2 * dut.params.flit_slots):
-            await ctx.delay(1e-10)
-            if ctx.get(dut.o_phy.valid):
-                words.append(F.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
-            await ctx.tick()
+        await ctx.tick().repeat(init_cycles - 1)
         # the peer's bring-up flit: init, has seen us, buffer sizes 16/16
         ctx.set(dut.i_rx_hdr.as_value(), F.DL_HEADER.pack(init=1, init_seen=1, credit0=16, credit1=16))
         ctx.set(dut.i_rx_good, 1)
-        await ctx.delay(1e-10)
-        if ctx.get(dut.o_phy.valid):
-            words.append(F.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
         await ctx.tick()
         ctx.set(dut.i_rx_good, 0)
-        i = 0
-        for _ in range(cycles):
-            if i < len(tl_flits):
-                vc, flit = tl_flits[i]
-                ctx.set(dut.i_tl.valid, 1)
-                ctx.set(dut.i_tl.payload.as_value(), F.TL_FLIT.pack(
-                    data=int.from_bytes(flit, "little"), vc=vc))
-            else:
-                ctx.set(dut.i_tl.valid, 0)
-            await ctx.delay(1e-10)
-            fire = i < len(tl_flits) and ctx.get(dut.i_tl.ready)
-            if ctx.get(dut.o_phy.valid):
-                words.append(F.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value())))
-            await ctx.tick()
-            if fire:
-                i += 1
+        await tl.run(ctx)
 
-    _run(dut, bench)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench, background=True)
+    sim.add_testbench(phy.run)
+    sim.run()
     flits, cur = [], None
-    for w in words:
+    for w in map(F.PHY_WORD.unpack, phy.received):
         if w["first"]:
             cur = []
             flits.append(cur)
@@ -179,28 +168,23 @@ def test_tl_tx_packs_like_model():
     rng = np.random.default_rng(11)
     msgs = [C.random_message(rng, tag=i, dest=2) for i in range(12)]
     dut = TransactionTx()
-    got = []
+    want = C.pack_tl([m.with_src(0x5A) for m in msgs])
+    beats = [b for m in msgs for b in m.beats()]
+    req = StreamSender(dut.i_req, beats)
+    tl = StreamReceiver(dut.o_tl, len(want), ready=lambda c: True,
+                        max_cycles=len(beats) + 60, quiet_cycles=20)
 
     async def bench(ctx):
         ctx.set(dut.i_credit_ok, 3)
         ctx.set(dut.i_node_id, 0x5A)
-        ctx.set(dut.o_tl.ready, 1)
-        beats = [b for m in msgs for b in m.beats()]
-        i = 0
-        for _ in range(len(beats) + 60):
-            ctx.set(dut.i_req.valid, i < len(beats))
-            if i < len(beats):
-                ctx.set(dut.i_req.payload.as_value(), beats[i])
-            await ctx.delay(1e-10)
-            fire = i < len(beats) and ctx.get(dut.i_req.ready)
-            if ctx.get(dut.o_tl.valid):
-                got.append(ctx.get(dut.o_tl.payload.data).to_bytes(64, "little"))
-            await ctx.tick()
-            if fire:
-                i += 1
+        await tl.run(ctx)
 
-    _run(dut, bench)
-    assert got == C.pack_tl([m.with_src(0x5A) for m in msgs])
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(req.run, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [F.TL_FLIT.unpack(w)["data"].to_bytes(64, "little") for w in tl.received] == want
 
 
 def test_block_parameter_errors_named():
