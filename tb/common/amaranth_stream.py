@@ -73,7 +73,9 @@ class StreamSender:
     Parameters
     ----------
     port : amaranth.lib.stream.Interface
-        The component's stream input (e.g. ``dut.i_data``).
+        The component's stream input (e.g. ``dut.i_data``). A port with ``valid`` and
+        ``payload`` and no ``ready`` member (an input that takes a beat in every cycle
+        ``valid`` is high, such as a row from a PCS) is driven as always ready.
     payloads : iterable of int
         The beats, in order.
     seed : int, sequence of int or numpy.random.Generator
@@ -120,9 +122,14 @@ class StreamSender:
     async def run(self, ctx):
         """The testbench coroutine: ``sim.add_testbench(sender.run, background=True)``."""
         payload = Value.cast(self.port.payload)
+        port_ready = getattr(self.port, "ready", None)
 
         async def edge(valid):
-            _, _, ready = await ctx.tick().sample(self.port.ready)
+            if port_ready is None:
+                await ctx.tick()
+                ready = 1
+            else:
+                _, _, ready = await ctx.tick().sample(port_ready)
             self.cycles += 1
             if self.on_cycle is not None:
                 self.on_cycle(ctx, valid, int(ready))
