@@ -359,3 +359,35 @@ def test_amaranth_stream_receiver_without_count():
     assert rx.received == want[:29] and rx.cycles == list(range(1, 30))
     assert run("none", 80).received == want
     assert run("corrupt", 80).received != want
+
+
+def test_amaranth_stream_sender_on_a_port_without_ready():
+    """A port with ``valid`` and ``payload`` and no ``ready`` takes a beat in every cycle
+    ``valid`` is high. Reference written here: a register that copies the payload when
+    valid is high shows word i one edge after it is sent, and word i goes in after
+    ``sum(idle[:i + 1])`` idle cycles; the sender's hooks see exactly that."""
+    from types import SimpleNamespace
+
+    from amaranth import Module, Signal
+    from amaranth.sim import Simulator
+
+    from fusionfabric.tb.common.amaranth_stream import StreamSender
+    words = _words(9, 30)
+    idle = [1, 0, 2] * 10
+    port = SimpleNamespace(valid=Signal(), payload=Signal(16))
+    reg, count = Signal(16), Signal(8)
+    m = Module()
+    with m.If(port.valid):
+        m.d.sync += [reg.eq(port.payload), count.eq(count + 1)]
+    seen, idle_edges = [], []
+    tx = StreamSender(port, words, idle=idle,
+                      on_beat=lambda ctx, w: seen.append((w, ctx.get(reg), tx.cycles - 1)),
+                      on_cycle=lambda ctx, v, r: idle_edges.append(tx.cycles - 1)
+                      if not v else None)
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tx.run)
+    sim.run()
+    starts = [sum(idle[:i + 1]) + i for i in range(len(words))]
+    assert seen == [(w, w, t) for w, t in zip(words, starts)]
+    assert len(idle_edges) == sum(idle) and tx.sent == words
