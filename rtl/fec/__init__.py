@@ -11,7 +11,7 @@ _P = Param("P", int, 8, "symbols per cycle, a divisor of 544",
            choices=(1, 2, 4, 8, 16, 17, 32, 34, 68, 136, 272, 544))
 
 BLOCKS = [
-    Block("rs-encoder", RsEncoder, params=[_P], ci_params={"P": 8},
+    Block("rs-encoder", RsEncoder, params=[_P], ci_params={"P": 4},
           doc="RS(544,514) KP4 systematic encoder, P symbols per cycle"),
     Block("rs-decoder", RsDecoder, params=[
         _P,
