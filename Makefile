@@ -23,7 +23,7 @@ help:
 	@echo "make bench     the benchmarks in bench/"
 	@echo "make soak      the long randomized runs left out of CI"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
 	  { echo "error: $(PYTHON) is $$($(PYTHON) --version 2>&1); fusionfabric needs Python >= 3.11 (set PYTHON=...)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || \
