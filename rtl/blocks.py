@@ -19,7 +19,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["Param", "Block", "BlockError", "all_blocks", "get_block", "parse_sets"]
+__all__ = ["Param", "Block", "BlockError", "all_blocks", "get_block", "parse_sets", "disown_failed"]
 
 
 class BlockError(ValueError):
@@ -130,11 +130,11 @@ class Block:
         try:
             return self.factory(**params)
         except (ValueError, TypeError) as exc:
-            _disown_failed(exc)
+            disown_failed(exc)
             raise BlockError(f"block {self.name}: {exc}") from None
 
 
-def _disown_failed(exc: BaseException) -> None:
+def disown_failed(exc: BaseException) -> None:
     """Mark the components a failed constructor left behind as used.
 
     Amaranth registers an ``Elaboratable`` before its ``__init__`` runs, so a constructor

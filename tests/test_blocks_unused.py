@@ -3,7 +3,7 @@
 Amaranth registers an ``Elaboratable`` before its ``__init__`` runs, so every rejected
 parameter leaves an object (and the subcomponents built before the check) that the garbage
 collector later reports as "created but never used", under whichever test runs then.
-``Block.build`` marks them (``rtl.blocks._disown_failed``). The check drives every integer
+``Block.build`` marks them (``rtl.blocks.disown_failed``). The check drives every integer
 parameter of every block with -1, collects garbage, and counts the warnings; with the
 marking disabled the same run must warn (the check can fail).
 """
@@ -45,5 +45,5 @@ def test_rejected_parameters_leave_no_unused_elaboratable():
 
 
 def test_the_check_sees_the_warnings_without_the_marking(monkeypatch):
-    monkeypatch.setattr(rtl_blocks, "_disown_failed", lambda exc: None)
+    monkeypatch.setattr(rtl_blocks, "disown_failed", lambda exc: None)
     assert len(_warnings_after_rejected_builds()) > 0

@@ -11,7 +11,7 @@ from amaranth.lib import crc as acrc
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
-from fusionfabric.rtl.blocks import BlockError, _disown_failed, get_block
+from fusionfabric.rtl.blocks import BlockError, disown_failed, get_block
 from fusionfabric.rtl.chiplet import Chiplet, DataLinkTx, TransactionTx
 from fusionfabric.formats import chiplet as F
 from fusionfabric.sim import chiplet as C
@@ -200,10 +200,10 @@ def test_chiplet_params_one_object():
                       ({"close_timeout": 0}, "close_timeout=0")):
         with pytest.raises(ValueError, match=named) as exc:
             Chiplet(**kw)
-        _disown_failed(exc.value)       # the half-built chiplet raises no UnusedElaboratable
+        disown_failed(exc.value)       # the half-built chiplet raises no UnusedElaboratable
     with pytest.raises(TypeError, match="params=") as exc:
         DataLinkTx({"tl_per_dl": 2})
-    _disown_failed(exc.value)
+    disown_failed(exc.value)
     with pytest.raises(TypeError, match="params="):
         Chiplet.from_params({"tl_per_dl": 2})
     # both data-link layers of an elaborated chiplet hold the chiplet's own object

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from fusionfabric.rtl.blocks import _disown_failed
+from fusionfabric.rtl.blocks import disown_failed
 from fusionfabric.rtl.fabric.fault import LaneFault
 from fusionfabric.sim import faults as F
 
@@ -181,7 +181,7 @@ def test_burst_span():
 def test_bad_parameters(kw, exc, word):
     with pytest.raises(exc, match=word) as info:
         LaneFault(**kw)
-    _disown_failed(info.value)     # no UnusedElaboratable warning from the rejected object
+    disown_failed(info.value)     # no UnusedElaboratable warning from the rejected object
 
 
 @pytest.mark.parametrize("text", ["5", "a:3", "10:0", "-1:5", "1:2:3"])
