@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth import Const, Module, Signal, Value
 
-__all__ = ["eq", "sat_inc", "xor_tree", "gf2_product", "gf2_matmul", "gf2_power",
+__all__ = ["eq", "popcount", "sat_inc", "xor_tree", "gf2_product", "gf2_matmul", "gf2_power",
            "gf2_inverse", "shift_register_matrices", "galois_step_matrix", "gf2_apply_int"]
 
 
@@ -170,3 +170,16 @@ def gf2_apply_int(matrix: np.ndarray, value: int) -> int:
     bits = np.array([(int(value) >> j) & 1 for j in range(matrix.shape[1])], dtype=np.int64)
     res = (matrix.astype(np.int64) @ bits) & 1
     return int(sum(int(b) << i for i, b in enumerate(res)))
+
+
+def popcount(value: Value) -> Value:
+    """Number of set bits of ``value`` (balanced adder tree)."""
+    terms = [value[i] for i in range(len(value))]
+    if not terms:
+        return Value.cast(0)
+    while len(terms) > 1:
+        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    return terms[0]

@@ -12,24 +12,11 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.blocks import Block, Param
 from fusionfabric.formats.primitives import BLOCK_BITS, ERRORS_MAX, LOCK_BITS, PRBS_TAPS, prbs_taps
-from fusionfabric.rtl.hdl import gf2_product, shift_register_matrices
+from fusionfabric.rtl.hdl import gf2_product, popcount, shift_register_matrices
 
-__all__ = ["PrbsGenerator", "PrbsChecker", "popcount", "BLOCKS"]
+__all__ = ["PrbsGenerator", "PrbsChecker", "BLOCKS"]
 
 ORDERS = tuple(PRBS_TAPS)
-
-
-def popcount(value: Value) -> Value:
-    """Number of set bits of ``value`` (balanced adder tree)."""
-    terms = [value[i] for i in range(len(value))]
-    if not terms:
-        return Value.cast(0)
-    while len(terms) > 1:
-        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    return terms[0]
 
 
 def _check(order, data_width):

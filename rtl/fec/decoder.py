@@ -9,13 +9,14 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.fec.chien import ChienForney
 from fusionfabric.rtl.fec.gf import gf_mul, inverse_rom
+from fusionfabric.rtl.hdl import popcount
 from fusionfabric.rtl.fec.keyeq import RiBM
 from fusionfabric.rtl.fec.layouts import (COUNT_BITS, SYMBOL_BITS, check_symbols_per_beat,
                                           dec_out_fields, in_fields)
 from fusionfabric.rtl.fec.syndrome import Syndromes
 from fusionfabric.formats import fec as code
 
-__all__ = ["RsDecoder", "pick", "popcount"]
+__all__ = ["RsDecoder", "pick"]
 
 SB, T, NPAR = SYMBOL_BITS, code.T, code.NPAR
 
@@ -27,19 +28,6 @@ def pick(sel, values):
     for i, v in enumerate(values[1:], start=1):
         out = Mux(sel == i, v, out)
     return out
-
-
-def popcount(bits):
-    """Number of set bits of ``bits`` as an adder tree."""
-    terms = [bits[i] for i in range(len(bits))]
-    if not terms:
-        return Const(0, 1)
-    while len(terms) > 1:
-        nxt = [terms[i] + terms[i + 1] for i in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    return terms[0]
 
 
 class RsDecoder(wiring.Component):
