@@ -2,8 +2,8 @@
 
 The model is written from the injector's specification (docs/fabric.md, "Lane fault
 injector"), not from its RTL, so the Amaranth simulation of ``LaneFault`` can be checked
-against it bit for bit. Lanes are 66-bit 64b/66b blocks, one per cycle, bit 0 first on the
-wire; a block is a row of a ``(cycles, 66)`` boolean array.
+against it bit for bit. Lanes are 66-bit 64b/66b blocks (or the W-bit words of a FEC lane), one per cycle, bit 0
+first on the wire; a block is a row of a ``(cycles, W)`` boolean array.
 
 Error events: two Marsaglia xorshift32 generators (shifts 13, 17, 5; G. Marsaglia,
 "Xorshift RNGs", J. Stat. Softw. 8(14), 2003) ``x`` and ``y`` step once per cycle; an event
@@ -70,24 +70,28 @@ def _per_cycle(v, n, name, dtype=np.int64):
     return a
 
 
-def error_masks(seed: int, n: int, threshold, burst_len=0, bursts: bool = True):
-    """Error mask of each block, ``(n, 66)`` bool: events from ``threshold`` (scalar or
+def error_masks(seed: int, n: int, threshold, burst_len=0, bursts: bool = True,
+                width: int = LANE_BITS):
+    """Error mask of each block, ``(n, width)`` bool: events from ``threshold`` (scalar or
     per cycle), each ``max(1, burst_len)`` bits long (``bursts=False``: one bit, as the
-    injector built without burst logic)."""
+    injector built without burst logic). ``width`` is the lane's bits per cycle (66 for a
+    64b/66b block, 10 S for a FEC lane of S symbols); an event starts at
+    ``pos = (y >> 16) * width >> 16``."""
     xs, ys = generator_streams(seed, n)
     thr = _per_cycle(threshold, n, "threshold")
     blen = _per_cycle(burst_len, n, "burst_len")
-    if np.any((blen < 0) | (blen > MAX_BURST)):
-        raise ValueError(f"burst_len must be in 0..{MAX_BURST}")
+    longest = min(MAX_BURST, width)
+    if np.any((blen < 0) | (blen > longest)):
+        raise ValueError(f"burst_len must be in 0..{longest}")
     fire = xs.astype(np.int64) <= thr
-    pos = ((ys >> np.uint32(16)).astype(np.int64) * LANE_BITS) >> 16
+    pos = ((ys >> np.uint32(16)).astype(np.int64) * width) >> 16
     length = np.maximum(blen, 1) if bursts else np.ones(n, dtype=np.int64)
-    span = np.zeros((n + 1, 2 * LANE_BITS), dtype=bool)
-    idx = np.arange(2 * LANE_BITS)
+    span = np.zeros((n + 1, 2 * width), dtype=bool)
+    idx = np.arange(2 * width)
     span[:n] = fire[:, None] & (idx[None, :] >= pos[:, None]) & \
         (idx[None, :] < (pos + length)[:, None])
-    err = span[:n, :LANE_BITS].copy()
-    err[1:] |= span[:n - 1, LANE_BITS:]
+    err = span[:n, :width].copy()
+    err[1:] |= span[:n - 1, width:]
     return err
 
 
@@ -107,24 +111,25 @@ def dark_gate(n: int, dark=0, dark_start=0, dark_cycles=0) -> np.ndarray:
 
 def run_injector(blocks, seed: int, threshold=0, burst_len=0, bursts: bool = True,
                  latency: int = 0, slip_bits=None, dark=0, dark_start=0, dark_cycles=0):
-    """The injector's output blocks ``(n, 66)`` bool and its ``o_flips`` counter per cycle.
+    """The injector's output blocks ``(n, W)`` bool and its ``o_flips`` counter per cycle.
 
-    ``blocks`` is ``(n, 66)`` bool (input of each cycle); ``slip_bits`` per cycle (0: no
-    strobe, ``k``: a strobe adding ``k`` bits)."""
+    ``blocks`` is ``(n, W)`` bool (input of each cycle; W = 66 for 64b/66b blocks, the
+    lane width of the injector); ``slip_bits`` per cycle (0: no strobe, ``k``: a strobe
+    adding ``k`` bits)."""
     blocks = np.asarray(blocks, dtype=bool)
-    n = blocks.shape[0]
-    err = error_masks(seed, n, threshold, burst_len, bursts)
+    n, width = blocks.shape
+    err = error_masks(seed, n, threshold, burst_len, bursts, width)
     cur = blocks ^ err
     slips = _per_cycle(0 if slip_bits is None else slip_bits, n, "slip_bits")
     slipped = np.zeros_like(cur)
-    prev = np.zeros(LANE_BITS, dtype=bool)
+    prev = np.zeros(width, dtype=bool)
     offset = 0
     for t in range(n):
         window = np.concatenate([prev, cur[t]])
-        slipped[t] = window[LANE_BITS - offset:2 * LANE_BITS - offset]
+        slipped[t] = window[width - offset:2 * width - offset]
         prev = cur[t]
         if slips[t]:
-            offset = (offset + int(slips[t])) % LANE_BITS
+            offset = (offset + int(slips[t])) % width
     out = np.zeros_like(cur)
     out[latency:] = slipped[:n - latency] if latency else slipped
     out[dark_gate(n, dark, dark_start, dark_cycles)] = False

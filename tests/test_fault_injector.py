@@ -20,10 +20,10 @@ N = 600
 SEED = 20240611
 
 
-def _stimulus(seed, n=N, max_burst=64):
+def _stimulus(seed, n=N, max_burst=64, width=F.LANE_BITS):
     rng = np.random.default_rng(seed)
     s = {
-        "blocks": rng.integers(0, 2, size=(n, F.LANE_BITS)).astype(bool),
+        "blocks": rng.integers(0, 2, size=(n, width)).astype(bool),
         # about one event every 6 blocks
         "threshold": np.full(n, (1 << 32) // 6, dtype=np.int64),
         "burst_len": (rng.integers(11, max_burst + 1, n) if max_burst else np.zeros(n, int)),
@@ -35,7 +35,7 @@ def _stimulus(seed, n=N, max_burst=64):
     if max_burst:
         s["burst_len"][rng.integers(0, n, 20)] = rng.integers(0, 11, 20)  # 0..10 too
     s["threshold"][300:340] = 0                       # a quiet stretch
-    s["slip_bits"][[120, 410]] = [7, 65]
+    s["slip_bits"][[120, 410]] = [7, width - 1]
     s["dark"][200:205] = 1
     for t, cycles in ((150, 30), (450, 40), (470, 9), (560, 0), (565, 3)):
         s["dark_start"][t], s["dark_cycles"][t] = 1, cycles   # 470 restarts, 560 ends
@@ -155,6 +155,18 @@ def test_without_bursts_single_flips_match_model():
     assert bad is None, f"{bad} (stimulus seed {SEED + 1})"
 
 
+def test_fec_lane_width_matches_model():
+    """A 40-bit lane (a FEC lane of 4 symbols): bursts up to the lane width cross symbol
+    and word boundaries, slips wrap at 40 bits; bit-exact with the model at width 40."""
+    s = _stimulus(SEED + 2, max_burst=40, width=40)
+    dut = LaneFault(seed=7, latency=1, max_burst=40, dark_timer=True, width=40)
+    rec = _simulate(dut, s)
+    bad = _mismatch(rec, s, seed=7, latency=1)
+    assert bad is None, f"{bad} (stimulus seed {SEED + 2})"
+    assert F.error_masks(7, N, s["threshold"], s["burst_len"], width=40)[:, :].any(axis=0).all()
+    assert _mismatch(rec, s, seed=7, latency=0) is not None
+
+
 def test_xorshift32_known_answer():
     """Marsaglia, "Xorshift RNGs" (J. Stat. Softw. 8(14), 2003): xor32 from
     y = 2463534242 returns 723471715 first."""
@@ -177,6 +189,8 @@ def test_burst_span():
     ({"max_burst": 2.5}, ValueError, "max_burst=2.5"),
     ({"dark_timer": 1}, TypeError, "dark_timer=1"),
     ({"latency": -2}, ValueError, "latency=-2"),
+    ({"width": 7}, ValueError, "width=7"),
+    ({"width": 40, "max_burst": 41}, ValueError, "max_burst=41"),
 ])
 def test_bad_parameters(kw, exc, word):
     with pytest.raises(exc, match=word) as info:

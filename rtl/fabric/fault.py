@@ -1,4 +1,5 @@
-"""A synthesizable lane fault injector and cable delay for one 66-bit PCS lane."""
+"""A synthesizable lane fault injector and cable delay for one PCS lane (66-bit 64b/66b
+blocks, or the W-bit words of a FEC lane)."""
 
 from __future__ import annotations
 
@@ -32,16 +33,19 @@ def xorshift32(x):
     return (b ^ (b << 5))[:32]
 
 
-def ber_threshold(ber: float) -> int:
-    """The ``threshold`` that gives bit error rate ``ber`` (0 ≤ ber ≤ 1/66)."""
-    if not 0 <= ber <= 1 / LANE_BITS:
-        raise ValueError(f"ber={ber!r} must be in [0, 1/66]: one flip per 66-bit block at most")
-    return min(_MASK32, round(ber * LANE_BITS * _MASK32))
+def ber_threshold(ber: float, width: int = LANE_BITS) -> int:
+    """The ``threshold`` that gives bit error rate ``ber`` on a ``width``-bit lane
+    (0 ≤ ber ≤ 1/width)."""
+    if not 0 <= ber <= 1 / width:
+        raise ValueError(f"ber={ber!r} must be in [0, 1/{width}]: one flip per "
+                         f"{width}-bit lane word at most")
+    return min(_MASK32, round(ber * width * _MASK32))
 
 
-def threshold_ber(threshold: int) -> float:
-    """The exact bit error rate of ``threshold`` (over a full generator period)."""
-    return threshold / _MASK32 / LANE_BITS
+def threshold_ber(threshold: int, width: int = LANE_BITS) -> float:
+    """The exact bit error rate of ``threshold`` on a ``width``-bit lane (over a full
+    generator period)."""
+    return threshold / _MASK32 / width
 
 
 def _seed(seed: int, salt: int) -> int:
@@ -53,7 +57,8 @@ def _seed(seed: int, salt: int) -> int:
 
 class LaneFault(wiring.Component):
     """Bit errors, error bursts, a one-shot bit slip, a dark lane and a cable delay on one
-    PCS lane.
+    PCS lane of ``width`` bits per cycle (66: a 64b/66b block; the words below say
+    "block" and 66 for that case, read W for a FEC lane's W-bit word).
 
     Per cycle (one 66-bit block): a xorshift32 generator ``x`` steps once; if
     ``x <= i_threshold`` an *error event* starts at bit position
@@ -85,9 +90,14 @@ class LaneFault(wiring.Component):
     latency : int
         Register stages of the cable (≥ 0).
     max_burst : int
-        Longest burst in bits (0..64; 0: no burst logic and no ``i_burst_len`` port).
+        Longest burst in bits (0..min(64, width); 0: no burst logic and no
+        ``i_burst_len`` port).
     dark_timer : bool
         Add the timed dark lane (``i_dark_start``, ``i_dark_cycles``, ``o_dark``).
+    width : int
+        Bits per lane per cycle, 8..127 (default 66; a FEC lane of S symbols has 10 S).
+        With ``width != 66`` the dark lane's zeros are caught by the FEC receiver's marker
+        lock instead of the sync header check.
 
     Members
     -------
@@ -122,21 +132,25 @@ class LaneFault(wiring.Component):
     """
 
     def __init__(self, seed: int = 1, latency: int = 0, max_burst: int = 0,
-                 dark_timer: bool = False):
+                 dark_timer: bool = False, width: int = LANE_BITS):
+        if not isinstance(width, int) or isinstance(width, bool) or not 8 <= width <= 127:
+            raise ValueError(f"width={width!r} must be an integer in 8..127 (bits per cycle)")
         if not isinstance(latency, int) or isinstance(latency, bool) or latency < 0:
             raise ValueError(f"latency={latency!r} must be a non-negative integer")
         if (not isinstance(max_burst, int) or isinstance(max_burst, bool)
-                or not 0 <= max_burst <= MAX_BURST):
-            raise ValueError(f"max_burst={max_burst!r} must be an integer in 0..{MAX_BURST}")
+                or not 0 <= max_burst <= min(MAX_BURST, width)):
+            raise ValueError(f"max_burst={max_burst!r} must be an integer in "
+                             f"0..{min(MAX_BURST, width)}")
         if not isinstance(dark_timer, bool):
             raise TypeError(f"dark_timer={dark_timer!r} must be a bool")
         self.seed = int(seed)
         self.latency = latency
         self.max_burst = max_burst
         self.dark_timer = dark_timer
+        self.width = width
         sig = {
-            "i_lane": In(LANE_BITS),
-            "o_lane": Out(LANE_BITS),
+            "i_lane": In(width),
+            "o_lane": Out(width),
             "i_threshold": In(32),
             "i_slip_valid": In(1),
             "i_slip_bits": In(7),
@@ -150,6 +164,7 @@ class LaneFault(wiring.Component):
         super().__init__(sig)
 
     def elaborate(self, platform):
+        W = self.width
         m = Module()
         x = Signal(32, init=_seed(self.seed, 1))
         y = Signal(32, init=_seed(self.seed, 2))
@@ -158,41 +173,41 @@ class LaneFault(wiring.Component):
         flip = Signal()
         pos = Signal(7)
         m.d.comb += [flip.eq(xn <= self.i_threshold),
-                     pos.eq((yn[16:32] * LANE_BITS) >> 16)]
-        err = Signal(LANE_BITS)
+                     pos.eq((yn[16:32] * W) >> 16)]
+        err = Signal(W)
         if self.max_burst:
             # thermometer code of L (at least one bit: L = 0 flips one bit like L = 1)
             ones = Signal(self.max_burst)
             m.d.comb += ones.eq(Cat(*((self.i_burst_len > i) | (i == 0)
                                       for i in range(self.max_burst))))
-            span = Signal(2 * LANE_BITS)
-            m.d.comb += span.eq(Mux(flip, (ones << pos)[:2 * LANE_BITS], 0))
-            carry = Signal(LANE_BITS)
-            m.d.sync += carry.eq(span[LANE_BITS:])
-            m.d.comb += err.eq(span[:LANE_BITS] | carry)
-            count = Signal(range(LANE_BITS + 1))
-            m.d.comb += count.eq(sum(err[i] for i in range(LANE_BITS)))
+            span = Signal(2 * W)
+            m.d.comb += span.eq(Mux(flip, (ones << pos)[:2 * W], 0))
+            carry = Signal(W)
+            m.d.sync += carry.eq(span[W:])
+            m.d.comb += err.eq(span[:W] | carry)
+            count = Signal(range(W + 1))
+            m.d.comb += count.eq(sum(err[i] for i in range(W)))
             total = self.o_flips + count
             m.d.sync += self.o_flips.eq(Mux(total > _MASK32, _MASK32, total))
         else:
-            m.d.comb += err.eq(Mux(flip, Const(1, LANE_BITS) << pos, 0))
+            m.d.comb += err.eq(Mux(flip, Const(1, W) << pos, 0))
             with m.If(flip & (self.o_flips != _MASK32)):
                 m.d.sync += self.o_flips.eq(self.o_flips + 1)
-        cur = Signal(LANE_BITS)
+        cur = Signal(W)
         m.d.comb += cur.eq(self.i_lane ^ err)
 
-        prev = Signal(LANE_BITS)
-        offset = Signal(range(LANE_BITS))
+        prev = Signal(W)
+        offset = Signal(range(W))
         m.d.sync += prev.eq(cur)
         with m.If(self.i_slip_valid):
             s = offset + self.i_slip_bits
-            m.d.sync += offset.eq(Mux(s >= LANE_BITS, s - LANE_BITS, s))
+            m.d.sync += offset.eq(Mux(s >= W, s - W, s))
         window = Cat(prev, cur)      # chronological: prev's bit 0 is the oldest
-        slipped = Signal(LANE_BITS)
-        m.d.comb += slipped.eq((window << offset)[LANE_BITS:2 * LANE_BITS])
+        slipped = Signal(W)
+        m.d.comb += slipped.eq((window << offset)[W:2 * W])
         lane = slipped
         for i in range(self.latency):
-            d = Signal(LANE_BITS, name=f"cable{i}")
+            d = Signal(W, name=f"cable{i}")
             m.d.sync += d.eq(lane)
             lane = d
         dark = self.i_dark
