@@ -45,6 +45,11 @@ def run(args):
     if args.dtype is not None and args.dtype not in DTYPES:
         raise CliError(f"--dtype {args.dtype!r} is not one of: {', '.join(DTYPES)}")
     sizes = parse_bytes(args.bytes)
+    from fusionfabric.commands._common import check_output, write_text
+    if args.output:
+        check_output(args.output, "-o")
+    if args.plot:
+        check_output(args.plot, "--plot", "plot")
     cfg = build_config(args, {})
     say(f"fusionfabric collective: seed {cfg.run.seed}")
     rows = []
@@ -76,7 +81,7 @@ def run(args):
                 break
         text = "\n".join(lines) + "\n"
     if args.output:
-        Path(args.output).write_text(text)
+        write_text(Path(args.output), text)
         say(f"wrote {args.output}")
     else:
         sys.stdout.write(text)

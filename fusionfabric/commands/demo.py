@@ -286,8 +286,8 @@ def run(args):
             make_workload(name, n, seed, **wparams[name])
         except ValueError as exc:
             raise CliError(f"{name}: {exc}") from None
-    out = Path(args.out)
-    out = out.absolute()
+    from fusionfabric.commands._common import check_output
+    out = check_output(args.out, "--out", "dir").absolute()
     out.mkdir(parents=True, exist_ok=True)
 
     t0 = time.time()

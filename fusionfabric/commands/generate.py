@@ -55,12 +55,17 @@ def run(args):
         raise CliError(f"--name {top!r} is not a valid Verilog identifier")
     if args.fusesoc and not args.output:
         raise CliError("--fusesoc needs -o FILE (the .core is written beside it)")
+    if args.output:
+        from fusionfabric.commands._common import check_output
+        out = check_output(args.output, "-o")
+        check_output(out.with_suffix(".ports.json"), "-o (port map)")
+        if args.fusesoc:
+            check_output(out.with_suffix(".core"), "-o (FuseSoC core)")
     component = block.build(**params)
     text = to_verilog(component, top)
     ports = port_map(component, top)
     ports.update(block=block.name, params=params)
     if args.output:
-        out = Path(args.output)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         out.with_suffix(".ports.json").write_text(json.dumps(ports, indent=2) + "\n")

@@ -76,6 +76,8 @@ def run(args):
         raise CliError(f"regress runs the test suite of a checkout: no tests/conftest.py in {Path.cwd()}")
     if args.sim not in ("icarus", "verilator"):
         raise CliError(f"--sim {args.sim!r} is not icarus or verilator")
+    from fusionfabric.commands._common import check_output
+    check_output(args.out, "--out", "dir")
     t0 = time.time()
     rows = _generate(Path(args.out).absolute())
     print(f"generated Verilog for {len(rows)} blocks in {args.out}/")

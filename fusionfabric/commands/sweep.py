@@ -10,6 +10,16 @@ from fusionfabric.cli import CliError
 NAME = "sweep"
 HELP = "sweep offered load on the cycle-level switch+link model (BookSim-style statistics)"
 
+#: Speed of the model used for the run-time estimate: 107,040 sweep-point-cycles per
+#: second, one load point alone on a 72-port uniform sweep with the numba kernel, measured
+#: by ``bench/model_speed.py --cycles 20000`` on an idle machine (README, "Cycle-level
+#: model at 72 ports"). Batches of points run faster (188,703/s for 10 points), smaller
+#: switches about as fast (275,384 cycles/s at 8 ports), so the estimate errs long.
+POINT_CYCLES_PER_S = 107_040
+#: Hard limit on a sweep's size: points x (warm-up + sample + drain) cycles. 10**10
+#: point-cycles is about 26 hours at :data:`POINT_CYCLES_PER_S`.
+MAX_POINT_CYCLES = 10**10
+
 
 def add_arguments(p):
     from fusionfabric.commands._fabric_args import add_config_arguments
@@ -69,6 +79,41 @@ def format_table(r) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_size(cfg) -> tuple[int, int]:
+    """``(points, cycles)`` of a sweep: batch points (loads x seeds) and the most cycles
+    each may run (warm-up + sample + drain, the defaults resolved as run_sweep does)."""
+    from fusionfabric.sim.fabric.config import ConfigError, parse_loads
+
+    r = cfg.run
+    try:
+        points = len(parse_loads(r.loads)) * r.seeds
+    except ConfigError as exc:
+        from fusionfabric.cli import CliError
+        raise CliError(f"sweep: {exc}") from None
+    warm = r.warmup if r.warmup >= 0 else r.cycles // 4
+    drain = r.drain if r.drain >= 0 else r.cycles
+    return points, warm + r.cycles + drain
+
+
+def check_size(cfg) -> float:
+    """Refuse a sweep above :data:`MAX_POINT_CYCLES` (CliError naming the sizes and the
+    estimate); print the estimated run time first if it is long. Returns the estimate."""
+    from fusionfabric.commands._common import format_seconds, say_estimate
+
+    points, cycles = run_size(cfg)
+    total = points * cycles
+    est = total / POINT_CYCLES_PER_S
+    what = (f"{points} points x up to {cycles:,} cycles at {POINT_CYCLES_PER_S:,} "
+            f"point-cycles/s, bench/model_speed.py")
+    if total > MAX_POINT_CYCLES:
+        raise CliError(f"sweep: {points} points x up to {cycles:,} cycles = {total:.3g} "
+                       f"point-cycles is above the limit {MAX_POINT_CYCLES:.0e} (about "
+                       f"{format_seconds(est)} at {POINT_CYCLES_PER_S:,} point-cycles/s); "
+                       f"lower run.cycles, run.warmup, run.drain, the loads or run.seeds")
+    say_estimate("sweep", est, what)
+    return est
+
+
 def run(args):
     from fusionfabric.commands._fabric_args import build_config, say
     from fusionfabric.sim.fabric.config import ConfigError
@@ -81,6 +126,12 @@ def run(args):
     if args.trace and not args.pattern:
         args.pattern = "trace"
     cfg = build_config(args, flags)
+    from fusionfabric.commands._common import check_output, write_text
+    if args.output:
+        check_output(args.output, "-o")
+    if args.plot:
+        check_output(args.plot, "--plot", "plot")
+    check_size(cfg)
     say(f"fusionfabric sweep: seed {cfg.run.seed}")
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     try:
@@ -90,7 +141,7 @@ def run(args):
     r.pop("fabric")
     text = to_json(r) if args.json else to_csv(r) if args.csv else format_table(r)
     if args.output:
-        Path(args.output).write_text(text)
+        write_text(Path(args.output), text)
         say(f"wrote {args.output}")
     else:
         sys.stdout.write(text)

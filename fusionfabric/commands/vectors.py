@@ -11,11 +11,15 @@ from fusionfabric.cli import CliError
 NAME = "vectors"
 HELP = "write golden-model test vectors for a block as JSON"
 
+#: Most vectors per run: each is a JSON object of up to a few kB, so 100,000 is some
+#: hundreds of MB of JSON; beyond that is a mistake, not a test set.
+MAX_COUNT = 100_000
+
 
 def add_arguments(p):
     p.add_argument("block", help="block name (scrambler, crc, prbs, ...)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    p.add_argument("--count", type=int, default=8, help="number of vectors (default 8)")
+    p.add_argument("--count", type=int, default=8, help="number of vectors (default 8, at most 100000)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="generator parameter (repeatable)")
     p.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
@@ -38,6 +42,11 @@ def run(args):
         raise CliError(f"--count {args.count} must be at least 1")
     if args.seed < 0:
         raise CliError(f"--seed {args.seed} must be non-negative")
+    if args.count > MAX_COUNT:
+        raise CliError(f"--count {args.count} is above the limit {MAX_COUNT:,}")
+    if args.output:
+        from fusionfabric.commands._common import check_output
+        check_output(args.output, "-o")
     params = {}
     for item in args.set:
         key, sep, val = item.partition("=")
@@ -55,7 +64,8 @@ def run(args):
            "vectors": result["vectors"]}
     text = json.dumps(doc, indent=1) + "\n"
     if args.output:
-        Path(args.output).write_text(text)
+        from fusionfabric.commands._common import write_text
+        write_text(Path(args.output), text)
     else:
         sys.stdout.write(text)
     return 0
