@@ -5,9 +5,9 @@ bit for bit (also with its planted faults), and the port checker's counters equa
 ``fusionfabric.sim.bist.PortCheckModel`` on clean traffic and on traffic with injected drops,
 duplicates, flipped bits, wrong destinations, non-WRITE messages and response beats.
 
-cocotb (tb/fabric/test_bist.py, counters only): two endpoints on Icarus in CI, clean with
-lane faults (BER on every lane + a slip) and with a planted data flip; 4/8 endpoints,
-Verilator and the planted skip are soak.
+cocotb (tb/fabric/test_bist.py, counters only): two endpoints on Icarus in CI with lane
+faults (BER on every lane + a slip); the planted data flip and skip, 4/8 endpoints and
+Verilator are soak.
 """
 
 import json
@@ -294,10 +294,13 @@ def test_fabric_bist_faults_icarus(tmp_path):
 
 
 @pytest.mark.cocotb
+@pytest.mark.soak
 def test_fabric_bist_planted_flip_icarus(tmp_path):
     """Generator 0 flips bit 100 of every beat of its message 3: the checker at that
     message's destination counts exactly its beats as data errors (the test asserts the
-    model's count, so a checker that cannot fail fails this test)."""
+    model's count, so a checker that cannot fail fails this test). The checker's response
+    to planted faults is also checked in CI without the fabric
+    (``test_port_checker_sees_planted_faults``)."""
     res = _cocotb({"n_endpoints": 2, "fault": "flip", "fault_at": 3}, {"budget": 10},
                   tmp_path=tmp_path)
     ref = port_traffic(2, 10, 256, 1, {0: ("flip", 3)})
