@@ -40,6 +40,10 @@ def add_arguments(p):
     p.add_argument("-o", "--output", metavar="FILE", help="write the JSON/CSV/table here")
     p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
                    help="progress bar on stderr (auto: only on a terminal)")
+    p.add_argument("--placements", type=int, default=1, metavar="K",
+                   help="run K MoE expert placements (placement seeds s, s+1, ...; s = "
+                   "traffic.placement_seed, default the run seed) and report the spread "
+                   "of the accepted throughput per load")
 
 
 def format_table(r) -> str:
@@ -72,10 +76,35 @@ def format_table(r) -> str:
     lines.append(f"# rack aggregate {rep['rack_aggregate_TBps']:.1f} TB/s = {n} x "
                  f"{rep['per_accelerator_TBps']:.2f} TB/s; TB/s column: payload moved, "
                  f"both directions, at the accepted throughput")
+    ob = r.get("output_bound")
     for seed, s in r["summary"].items():
         lines.append(f"# seed index {seed}: saturation throughput "
                      f"{s['saturation_throughput']:.4f}, first saturated load "
-                     f"{s['saturation_load']}")
+                     f"{s['saturation_load']}"
+                     + (f", output bound {ob:.4f} (hottest output saturates; placement "
+                        f"seed {r['placement_seed']})" if ob is not None else ""))
+    return "\n".join(lines) + "\n"
+
+
+def format_placements(r) -> str:
+    cfg = r["config"]
+    k = len(r["placements"])
+    lines = [f"# {cfg['traffic']['pattern']} on {cfg['switch']['n_ports']} ports, {k} expert "
+             f"placements (placement seeds {r['placements'][0]['placement_seed']}.."
+             f"{r['placements'][-1]['placement_seed']}), seed {r['seed']}",
+             f"{'load':>5} {'acc_min':>8} {'acc_med':>8} {'acc_max':>8}"]
+    for s in r["spread"]:
+        lines.append(f"{s['load']:>5.2f} {s['accepted_min']:>8.4f} "
+                     f"{s['accepted_median']:>8.4f} {s['accepted_max']:>8.4f}")
+    lines.append(f"{'placement':>9} {'out_bound':>9} {'sat_thru':>8}")
+    for p in r["placements"]:
+        ob = p["output_bound"]
+        lines.append(f"{p['placement_seed']:>9} {(f'{ob:.4f}' if ob is not None else '-'):>9} "
+                     f"{p['saturation_throughput']:>8.4f}")
+    st, ob = r["saturation_throughput"], r["output_bound"]
+    lines.append(f"# saturation throughput min/median/max {st['min']:.4f} / {st['median']:.4f} "
+                 f"/ {st['max']:.4f}" + (f"; output bound {ob['min']:.4f} / {ob['median']:.4f} "
+                                          f"/ {ob['max']:.4f}" if ob else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -95,12 +124,14 @@ def run_size(cfg) -> tuple[int, int]:
     return points, warm + r.cycles + drain
 
 
-def check_size(cfg) -> float:
+def check_size(cfg, placements: int = 1) -> float:
     """Refuse a sweep above :data:`MAX_POINT_CYCLES` (CliError naming the sizes and the
-    estimate); print the estimated run time first if it is long. Returns the estimate."""
+    estimate); print the estimated run time first if it is long. Returns the estimate.
+    ``placements`` sweeps count as that many times the points."""
     from fusionfabric.commands._common import format_seconds, say_estimate
 
     points, cycles = run_size(cfg)
+    points *= max(1, int(placements))
     total = points * cycles
     est = total / POINT_CYCLES_PER_S
     what = (f"{points} points x up to {cycles:,} cycles at {POINT_CYCLES_PER_S:,} "
@@ -131,15 +162,26 @@ def run(args):
         check_output(args.output, "-o")
     if args.plot:
         check_output(args.plot, "--plot", "plot")
-    check_size(cfg)
+    if args.placements < 1:
+        raise CliError(f"sweep: --placements {args.placements} must be at least 1")
+    if args.placements > 1 and (args.csv or args.plot):
+        raise CliError("sweep: --placements K > 1 prints a table or --json (no --csv, --plot)")
+    check_size(cfg, args.placements)
     say(f"fusionfabric sweep: seed {cfg.run.seed}")
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     try:
-        r = run_sweep(cfg, progress=progress)
+        if args.placements > 1:
+            from fusionfabric.sim.fabric.run import run_placements
+            r = run_placements(cfg, args.placements, progress=progress)
+        else:
+            r = run_sweep(cfg, progress=progress)
+            r.pop("fabric")
     except (ConfigError, TrafficError, ValueError) as exc:
         raise CliError(f"sweep: {exc}") from None
-    r.pop("fabric")
-    text = to_json(r) if args.json else to_csv(r) if args.csv else format_table(r)
+    if args.placements > 1:
+        text = to_json(r) if args.json else format_placements(r)
+    else:
+        text = to_json(r) if args.json else to_csv(r) if args.csv else format_table(r)
     if args.output:
         write_text(Path(args.output), text)
         say(f"wrote {args.output}")

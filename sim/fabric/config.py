@@ -88,6 +88,8 @@ class TrafficParams:
     experts: int = _f(0, "MoE: number of experts (0: one per port)", lo=0)
     topk: int = _f(2, "MoE: experts per token", lo=1)
     zipf: float = _f(1.0, "MoE: Zipf exponent of expert popularity (0: uniform)", lo=0.0)
+    placement_seed: int = _f(-1, "MoE: seed of the expert placement on ports, the same for "
+                                 "every load point (-1: the run seed)", lo=-1)
     trace_file: str = _f("", "trace replay: CSV or JSONL with cycle,source,destination,size")
 
 

@@ -1,4 +1,10 @@
-"""Run a configuration: a sweep of offered loads (x seeds) as one batch of switches."""
+"""Run a configuration: a sweep of offered loads (x seeds) as one batch of switches.
+
+:func:`run_sweep` simulates one rack: every point uses the same MoE expert placement
+(``traffic.placement_seed``, default the run seed). :func:`run_placements` repeats the
+sweep for ``K`` placements (seeds ``s, s+1, ..., s+K-1``) and reports the spread of the
+accepted throughput per load and each placement's output-bound throughput.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +16,9 @@ import numpy as np
 from .config import Config, parse_loads
 from .engine import Fabric
 from .stats import point_stats, sweep_summary
-from .traffic import load_trace, make_generator, point_rng
+from .traffic import load_trace, make_generator, output_bound, point_rng, resolve_placement_seed
 
-__all__ = ["run_sweep", "CHUNK"]
+__all__ = ["run_sweep", "run_placements", "CHUNK"]
 
 #: Cycles per kernel call (traffic is generated one chunk ahead of the kernel).
 CHUNK = 2048
@@ -30,9 +36,12 @@ def _progress(total: int, enabled: bool | None):
 def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -> dict:
     """Simulate every (load, seed index) point of ``cfg`` together; return the results.
 
-    The result holds the configuration, the seed, the kernel (``engine``: numba), wall
-    time, simulated cycles and sweep-point-cycles per second, one dict per point (see
-    :mod:`fusionfabric.sim.fabric.stats`) and the saturation summary.
+    The result holds the configuration, the seed, the placement seed, the kernel
+    (``engine``: numba), wall time, simulated cycles and sweep-point-cycles per second,
+    one dict per point (see :mod:`fusionfabric.sim.fabric.stats`), the saturation summary
+    and ``output_bound``: the accepted throughput at which the hottest output saturates
+    under the pattern's law (:func:`~fusionfabric.sim.fabric.traffic.output_bound`;
+    ``None`` for a trace).
     """
     sw, run, tr = cfg.switch, cfg.run, cfg.traffic
     n = sw.n_ports
@@ -43,7 +52,9 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
     drain = run.drain if run.drain >= 0 else run.cycles
     w0, w1 = warm, warm + run.cycles
     trace = load_trace(tr.trace_file, n) if tr.pattern == "trace" else None
-    gens = [make_generator(tr, n, load, point_rng(run.seed, k, load), trace=trace)
+    pseed = resolve_placement_seed(tr, run.seed)
+    gens = [make_generator(tr, n, load, point_rng(run.seed, k, load), trace=trace,
+                           placement_seed=pseed)
             for load, k in points]
     fab = Fabric(sw, cfg.link, B, window=(w0, w1), src_queue=run.src_queue, log=log)
     bar = _progress(w1 + drain, progress)
@@ -73,9 +84,15 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
         d.update(point_stats(fab, b, run.cycles))
         d["offered_nominal"] = gens[b].offered
         out_points.append(d)
+    bound = output_bound(tr, n, pseed)
+    summary = sweep_summary(out_points)
+    for v in summary.values():
+        v["output_bound"] = bound
     return {
         "config": cfg.as_dict(),
         "seed": run.seed,
+        "placement_seed": pseed,
+        "output_bound": bound,
         "engine": "numba",
         "iterations": fab.iterations,
         "window": [w0, w1],
@@ -84,6 +101,58 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
         "wall_seconds": wall,
         "point_cycles_per_second": B * t / wall if wall > 0 else None,
         "points": out_points,
-        "summary": sweep_summary(out_points),
+        "summary": summary,
         "fabric": fab,
+    }
+
+
+def run_placements(cfg: Config, placements: int, *, progress: bool | None = None) -> dict:
+    """Run the sweep of ``cfg`` for ``placements`` expert placements.
+
+    Placement ``j`` uses placement seed ``s + j`` with ``s`` the configured one (default:
+    the run seed); the traffic streams of the points stay those of ``cfg``, so the
+    placements differ in where the experts sit and nothing else. Returns ``placements``
+    (per placement: its seed, output bound, saturation throughput and accepted throughput
+    per load, seed index 0), ``spread`` (per load: min / median / max accepted over the
+    placements) and ``output_bound`` (min / median / max over the placements).
+    """
+    import copy
+
+    if int(placements) < 1:
+        raise ValueError(f"placements={placements} must be at least 1")
+    base = resolve_placement_seed(cfg.traffic, cfg.run.seed)
+    rows, results = [], []
+    for j in range(int(placements)):
+        c = copy.deepcopy(cfg)
+        c.traffic.placement_seed = base + j
+        r = run_sweep(c, progress=progress)
+        r.pop("fabric")
+        pts = sorted((p for p in r["points"] if p["seed"] == 0), key=lambda p: p["load"])
+        rows.append({"placement_seed": base + j, "output_bound": r["output_bound"],
+                     "saturation_throughput": r["summary"]["0"]["saturation_throughput"],
+                     "loads": [p["load"] for p in pts],
+                     "accepted": [p["accepted"] for p in pts],
+                     "saturated": [p["saturated"] for p in pts],
+                     "wall_seconds": r["wall_seconds"]})
+        results.append(r)
+    loads = rows[0]["loads"]
+    acc = np.array([row["accepted"] for row in rows])          # placements x loads
+    spread = [{"load": load, "accepted_min": float(acc[:, i].min()),
+               "accepted_median": float(np.median(acc[:, i])),
+               "accepted_max": float(acc[:, i].max())} for i, load in enumerate(loads)]
+    bounds = [row["output_bound"] for row in rows]
+    ob = (None if any(b is None for b in bounds) else
+          {"min": float(min(bounds)), "median": float(np.median(bounds)),
+           "max": float(max(bounds))})
+    sat = [row["saturation_throughput"] for row in rows]
+    return {
+        "config": cfg.as_dict(),
+        "seed": cfg.run.seed,
+        "placements": rows,
+        "spread": spread,
+        "output_bound": ob,
+        "saturation_throughput": {"min": float(min(sat)), "median": float(np.median(sat)),
+                                  "max": float(max(sat))},
+        "wall_seconds": sum(r["wall_seconds"] for r in results),
+        "iterations": results[0]["iterations"],
     }

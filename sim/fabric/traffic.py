@@ -10,6 +10,12 @@ Each batch point owns its ``np.random.default_rng`` stream, keyed by ``(seed, se
 load)``, so a point's traffic does not depend on which other points share its batch and a
 run reproduces bit for bit.
 
+The MoE expert placement is a property of the rack, not of a load point: it comes from its
+own stream, keyed by ``traffic.placement_seed`` (default: the run seed), so every load and
+seed index of a sweep simulates the same rack (:func:`placement_rng`, :func:`placement`).
+:func:`output_bound` gives the accepted throughput at which the hottest output saturates
+for a placement, computed from the popularity law alone (no simulation).
+
 Patterns (``TrafficParams.pattern``):
 
 ``uniform``
@@ -28,8 +34,8 @@ Patterns (``TrafficParams.pattern``):
     each source walks the other ports in order (i+1, i+2, ...), Bernoulli arrivals.
 ``moe_dispatch``
     tokens routed to ``topk`` distinct experts of Zipf(``zipf``) popularity; ``experts``
-    experts (default one per port) placed on ports by a seeded shuffle; one packet per
-    (token, expert).
+    experts (default one per port) placed on ports by a shuffle seeded with the placement
+    seed; one packet per (token, expert).
 ``moe_combine``
     the reverse: expert ports send results back to uniform token owners; each port's
     injection rate is proportional to its experts' popularity (mean ``load``, capped at 1
@@ -50,7 +56,11 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["TrafficError", "make_generator", "load_trace", "zipf_weights", "expert_ports",
-           "transpose_map", "point_rng"]
+           "transpose_map", "point_rng", "placement_rng", "placement", "resolve_placement_seed",
+           "topk_inclusion", "dest_shares", "output_bound", "PLACEMENT_TAG"]
+
+#: Second key word of the placement stream, so that it never coincides with a point stream.
+PLACEMENT_TAG = 0x504C4143
 
 
 class TrafficError(ValueError):
@@ -60,6 +70,22 @@ class TrafficError(ValueError):
 def point_rng(seed: int, seed_index: int, load: float) -> np.random.Generator:
     """The random stream of one batch point."""
     return np.random.default_rng([int(seed), int(seed_index), int(round(load * 1e6))])
+
+
+def resolve_placement_seed(traffic, run_seed: int) -> int:
+    """``traffic.placement_seed``, or the run seed when it is -1 (the default)."""
+    ps = int(traffic.placement_seed)
+    return int(run_seed) if ps < 0 else ps
+
+
+def placement_rng(placement_seed: int) -> np.random.Generator:
+    """The stream of one expert placement (independent of load and seed index)."""
+    return np.random.default_rng([int(placement_seed), PLACEMENT_TAG])
+
+
+def placement(n_ports: int, experts: int, placement_seed: int) -> np.ndarray:
+    """Port of each expert rank for a placement seed (see :func:`expert_ports`)."""
+    return expert_ports(n_ports, experts or n_ports, placement_rng(placement_seed))
 
 
 def transpose_map(n: int) -> np.ndarray:
@@ -79,6 +105,106 @@ def expert_ports(n_ports: int, experts: int, rng: np.random.Generator) -> np.nda
     """Port of each expert rank (rank 0 most popular): a seeded shuffle, round-robin."""
     slots = np.arange(experts) % n_ports
     return rng.permutation(slots)
+
+
+def _elementary(w: np.ndarray, k: int) -> np.ndarray:
+    """Elementary symmetric polynomials ``E_0 .. E_k`` of the weights ``w``."""
+    e = np.zeros(k + 1)
+    e[0] = 1.0
+    for x in w:
+        e[1:] = e[1:] + x * e[:-1]
+    return e
+
+
+def topk_inclusion(w: np.ndarray, k: int) -> np.ndarray:
+    """Probability that each expert is among a token's ``k`` distinct experts.
+
+    The generator draws ``k`` experts independently from ``w`` and redraws the whole token
+    while two coincide, so a set S of ``k`` distinct experts has probability
+    ``prod(w[S]) / E_k(w)``; expert e is in it with probability
+    ``w[e] E_{k-1}(w without e) / E_k(w)`` (elementary symmetric polynomials). The
+    probabilities sum to ``k``.
+    """
+    w = np.asarray(w, dtype=np.float64)
+    k = int(k)
+    if not 1 <= k <= w.size:
+        raise TrafficError(f"topk={k} must be in 1..experts={w.size}")
+    ek = _elementary(w, k)[k]
+    out = np.empty(w.size)
+    for e in range(w.size):
+        out[e] = w[e] * _elementary(np.delete(w, e), k - 1)[k - 1] / ek
+    return out
+
+
+def dest_shares(traffic, n_ports: int, placement_seed: int | None = None):
+    """The stationary traffic law of a pattern: ``(src_rate, out_rate)`` or ``None``.
+
+    ``src_rate(load)`` gives each source's injection in flits per cycle at offered load
+    ``load`` (after any per-port cap); ``out_rate(rates)`` the flits per cycle each output
+    receives for those source rates, in the long run. ``None`` for a trace (no law).
+    Bursty bursts pick uniform destinations, so its long-run law is the uniform one. The
+    MoE patterns need the ``placement_seed``.
+    """
+    t, n = traffic, int(n_ports)
+    p = t.pattern
+    flat = lambda load: np.full(n, min(float(load), 1.0))  # noqa: E731
+    if p in ("uniform", "bursty"):
+        if p == "uniform" and not t.include_self:
+            return flat, lambda r: (r.sum() - r) / (n - 1)
+        return flat, lambda r: np.full(n, r.sum() / n)
+    if p in ("permutation", "transpose", "ring", "alltoall"):
+        return flat, lambda r: np.full(n, r.mean())  # a permutation (or a rotation of one)
+    if p == "hotspot":
+        h, f = int(t.hotspot_ports), float(t.hotspot_fraction)
+        law = np.full(n, (1.0 - f) / n)
+        law[:h] += f / h
+        return flat, lambda r: r.sum() * law
+    if p in ("moe_dispatch", "moe_combine"):
+        experts = t.experts or n
+        w = zipf_weights(experts, t.zipf)
+        if placement_seed is None:
+            raise TrafficError(f"pattern {p!r} needs a placement seed for its law")
+        port_of = placement(n, experts, placement_seed)
+        if p == "moe_dispatch":
+            per_packet = topk_inclusion(w, t.topk) / t.topk     # share of packets per expert
+            law = np.bincount(port_of, weights=per_packet, minlength=n)
+            return flat, lambda r: r.sum() * law
+        port_w = np.bincount(port_of, weights=w, minlength=n)
+        rate = lambda load: np.minimum(float(load) * n * port_w, 1.0)  # noqa: E731
+        return rate, lambda r: (r.sum() - r) / (n - 1)
+    return None
+
+
+def output_bound(traffic, n_ports: int, placement_seed: int | None = None) -> float | None:
+    """Accepted throughput (flits per cycle per port, mean over ports) at which the
+    hottest output port saturates: the largest mean injection for which no output
+    receives more than one flit per cycle (no source more than one either).
+
+    The offered load is raised by bisection until the hottest output's share reaches one
+    flit per cycle (or every source is capped at one); the mean source rate at that load is
+    the bound. ``None`` for patterns with no stationary law (trace).
+    """
+    law = dest_shares(traffic, n_ports, placement_seed)
+    if law is None:
+        return None
+    src_rate, share = law
+
+    def hottest(load):
+        return float(share(src_rate(load)).max())
+
+    hi = 1.0
+    while hottest(hi) < 1.0 and float(src_rate(hi).min()) < 1.0 and hi < 1e6:
+        hi *= 2.0
+    if hottest(hi) <= 1.0:
+        return float(src_rate(hi).mean())
+    lo = 0.0
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        if hottest(mid) <= 1.0:
+            lo = mid
+        else:
+            hi = mid
+    return float(src_rate(lo).mean())
 
 
 class _Gen:
@@ -211,14 +337,18 @@ class Bursty(_Gen):
 
 
 class MoEDispatch(_Gen):
-    def __init__(self, n, load, size, rng, experts, topk, zipf):
+    """``port_of``: the expert placement (port of each expert rank); ``None`` draws it
+    from ``rng`` (a generator used on its own)."""
+
+    def __init__(self, n, load, size, rng, experts, topk, zipf, port_of=None):
         super().__init__(n, load, size, rng)
         self.experts = experts or n
         if topk > self.experts:
             raise TrafficError(f"topk={topk} exceeds experts={self.experts}")
         self.topk = topk
         self.w = zipf_weights(self.experts, zipf)
-        self.port_of = expert_ports(n, self.experts, rng)
+        self.port_of = (expert_ports(n, self.experts, rng) if port_of is None
+                        else np.asarray(port_of, dtype=np.int64))
         self.port_w = np.bincount(self.port_of, weights=self.w, minlength=n)
 
     def _tokens(self, count):
@@ -253,11 +383,14 @@ class MoEDispatch(_Gen):
 
 
 class MoECombine(_Gen):
-    def __init__(self, n, load, size, rng, experts, zipf):
+    def __init__(self, n, load, size, rng, experts, zipf, port_of=None):
         super().__init__(n, load, size, rng)
         experts = experts or n
         w = zipf_weights(experts, zipf)
-        port_of = expert_ports(n, experts, rng)
+        if port_of is None:
+            port_of = expert_ports(n, experts, rng)
+        port_of = np.asarray(port_of, dtype=np.int64)
+        self.port_of = port_of
         port_w = np.bincount(port_of, weights=w, minlength=n)
         self.p = np.minimum(self.load * n * port_w, 1.0) / self.size
 
@@ -346,8 +479,12 @@ def load_trace(path: str | Path, n_ports: int):
 
 
 def make_generator(traffic, n_ports: int, load: float, rng: np.random.Generator,
-                   trace=None):
-    """The generator of one batch point for a :class:`~sim.fabric.config.TrafficParams`."""
+                   trace=None, placement_seed: int | None = None):
+    """The generator of one batch point for a :class:`~sim.fabric.config.TrafficParams`.
+
+    ``placement_seed``: the MoE expert placement's seed (:func:`placement`); a sweep
+    passes the same one to every point. ``None`` draws the placement from ``rng``.
+    """
     t = traffic
     n, size = n_ports, t.packet_size
     p = t.pattern
@@ -367,10 +504,12 @@ def make_generator(traffic, n_ports: int, load: float, rng: np.random.Generator,
         return Bursty(n, load, size, rng, t.burst_length)
     if p == "alltoall":
         return AllToAll(n, load, size, rng)
+    port_of = (None if placement_seed is None or p not in ("moe_dispatch", "moe_combine")
+               else placement(n, t.experts or n, placement_seed))
     if p == "moe_dispatch":
-        return MoEDispatch(n, load, size, rng, t.experts, t.topk, t.zipf)
+        return MoEDispatch(n, load, size, rng, t.experts, t.topk, t.zipf, port_of)
     if p == "moe_combine":
-        return MoECombine(n, load, size, rng, t.experts, t.zipf)
+        return MoECombine(n, load, size, rng, t.experts, t.zipf, port_of)
     if p == "trace":
         if trace is None:
             trace = load_trace(t.trace_file, n)
