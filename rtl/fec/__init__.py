@@ -4,8 +4,9 @@ P-symbols-per-cycle decoder (syndromes, RiBM, Chien search and Forney)."""
 from fusionfabric.rtl.blocks import Block, Param
 from fusionfabric.rtl.fec.decoder import RsDecoder
 from fusionfabric.rtl.fec.encoder import RsEncoder
+from fusionfabric.rtl.fec.pcs_rx import FecPcsRx
 
-__all__ = ["RsEncoder", "RsDecoder", "BLOCKS"]
+__all__ = ["RsEncoder", "RsDecoder", "FecPcsRx", "BLOCKS"]
 
 _P = Param("P", int, 8, "symbols per cycle, a divisor of 544",
            choices=(1, 2, 4, 8, 16, 17, 32, 34, 68, 136, 272, 544))
@@ -19,4 +20,14 @@ BLOCKS = [
         Param("bypass_indication", bool, False, "correct, never flag uncorrectable"),
         Param("counter_width", int, 32, "bits of each saturating counter"),
     ], ci_params={"P": 4}, doc="RS(544,514) KP4 decoder at line rate, P symbols per cycle"),
+    Block("fec-pcs-rx", FecPcsRx, params=[
+        Param("n_lanes", int, 2, "FEC lanes", choices=(1, 2, 4, 8, 16)),
+        Param("symbols", int, 8, "codeword symbols per cycle over all lanes (P <= 25)"),
+        Param("n_words", int, 2, "client words per output row"),
+        Param("am_period", int, 4096, "codewords per marker period"),
+        Param("max_skew", int, 64, "lane skew in symbols the deskew absorbs"),
+        Param("bypass_correction", bool, False, "decoder detects only (cl. 91 bypass)"),
+        Param("counter_width", int, 32, "bits of each saturating counter"),
+    ], ci_params={"symbols": 4, "n_words": 1},
+          doc="FEC PCS receiver: lane lock, deskew, RS(544,514) decode, 257b decode"),
 ]
