@@ -66,11 +66,16 @@ def run(args):
         lines = [f"# {args.op} on {n} ports, link {rows[0]['link_GBps_per_direction']:.0f} "
                  f"GB/s per direction payload, seed {cfg.run.seed}",
                  f"{'algo':>6} {'bytes':>12} {'time_us':>10} {'algbw_GB/s':>11} "
-                 f"{'busbw_GB/s':>11} {'busbw/link':>10}"]
+                 f"{'busbw_GB/s':>11} {'busbw/link':>10} {'lat_us':>8}"]
         for r in rows:
             lines.append(f"{r['algo']:>6} {r['bytes']:>12} {r['seconds'] * 1e6:>10.3f} "
-                         f"{r['algbw_GBps']:>11.1f} {r['busbw_GBps']:>11.1f} "
-                         f"{r['busbw_over_link']:>10.3f}")
+                         f"{r['algbw_GBps']:>11.4g} {r['busbw_GBps']:>11.4g} "
+                         f"{r['busbw_over_link']:>10.3f} {r['phys_latency_s'] * 1e6:>8.3f}")
+        h = rows[0]["hop_latency_ns"]
+        lines.append(f"# time_us includes lat_us, the physical latencies: per link SerDes "
+                     f"{h['serdes_ns']:g} + PCS {h['pcs_ns']:g} + FEC {h['fec_ns']:g} + cable "
+                     f"{h['cable_ns']:g} ns, switch {h['switch_ns']:g} ns at "
+                     f"{h['clock_ghz']:g} GHz; path {h['path_ns']:g} ns (docs/model.md)")
         for r in rows:
             if "numerics" in r:
                 nm = r["numerics"]

@@ -24,6 +24,23 @@ Time is built from cycle-model measurements, NCCL-style bandwidths from the time
     ``(n-1)`` blocks of ``ceil(m/n)`` flits, rotating destinations (alltoall pattern):
     ``T = (n-1) ceil(m/n) / rho_a2a + l``.
 
+Physical time. ``cycles`` above count flit times (one model cycle = one flit time, 8.9 ps
+at 1.8 TB/s), where the switch's pipeline is a couple of flit times and there is no SerDes,
+PCS, FEC or cable. The reported ``seconds`` therefore replace the model's own latency
+terms (``l``; for the switch algorithm the two hops and the unit latency) by the physical
+latencies of :func:`~fusionfabric.sim.fabric.phys.hop_latency`, once per dependent
+traversal of the algorithm:
+
+* ring all-reduce: each of the 2(n-1) steps waits for the previous step's first flit to
+  cross one accelerator-to-accelerator path: ``2(n-1) x path_ns``;
+* all-to-all: one path (the blocks to different peers overlap);
+* in-switch all-reduce: link in, switch, the unit's ``latency(n)`` RTL cycles, switch,
+  link out: ``2 link_ns + 2 switch_ns + latency(n) / clock``.
+
+``seconds = (cycles - model latency cycles) x flit time + physical latency``; ``model_seconds
+= cycles x flit time`` is the figure without the physical latencies. No software, kernel
+launch or synchronisation cost is included.
+
 NCCL definitions: ``algbw = bytes / time``; all-reduce ``busbw = algbw x 2(n-1)/n``;
 all-to-all ``busbw = algbw x (n-1)/n``.
 
@@ -41,7 +58,7 @@ import math
 import numpy as np
 
 from .config import Config, max_iterations
-from .phys import port_rate
+from .phys import hop_latency, port_rate
 from .reduction import reduce_unit_latency, switch_allreduce_cycles
 from .run import run_sweep
 
@@ -122,12 +139,15 @@ def collective(cfg: Config, op: str, nbytes: int, algo: str, dtype: str | None =
     if nbytes < 1:
         raise ValueError(f"--bytes {nbytes} must be positive")
     rate = port_rate(cfg.phys)
+    hop_ns = hop_latency(cfg.phys)
     m = math.ceil(nbytes / cfg.phys.payload_bytes)
     block = math.ceil(m / n)
     if op == "allreduce" and algo == "ring":
         rho, lat = measure_pattern(cfg, "ring", measure_cycles)
         cycles = 2 * (n - 1) * block / rho + 2 * (n - 1) + lat
         factor = 2 * (n - 1) / n
+        model_lat = lat
+        phys_lat_ns = 2 * (n - 1) * hop_ns.path_ns
         detail = {"pattern": "ring", "rho": rho, "hop_latency": lat, "steps": 2 * (n - 1),
                   "flits_per_step": block}
     elif op == "allreduce":
@@ -135,6 +155,8 @@ def collective(cfg: Config, op: str, nbytes: int, algo: str, dtype: str | None =
         unit = reduce_unit_latency(n)
         hop = int(lat) // 2 + 1
         cycles = switch_allreduce_cycles(n, m, rho, hop)
+        model_lat = 2 * hop + unit
+        phys_lat_ns = 2 * hop_ns.link_ns + 2 * hop_ns.switch_ns + hop_ns.cycles_ns(unit)
         factor = 2 * (n - 1) / n
         detail = {"pattern": "contributions to units c mod n, results replicated",
                   "rho": rho, "hop_latency": lat, "unit_latency": unit,
@@ -142,14 +164,20 @@ def collective(cfg: Config, op: str, nbytes: int, algo: str, dtype: str | None =
     else:
         rho, lat = measure_pattern(cfg, "alltoall", measure_cycles)
         cycles = (n - 1) * block / rho + lat
+        model_lat = lat
+        phys_lat_ns = hop_ns.path_ns
         factor = (n - 1) / n
         detail = {"pattern": "alltoall", "rho": rho, "hop_latency": lat,
                   "flits_per_peer": block}
-    seconds = cycles * rate.cycle_s
+    model_seconds = cycles * rate.cycle_s
+    phys_latency_s = phys_lat_ns * 1e-9
+    seconds = max(cycles - model_lat, 0.0) * rate.cycle_s + phys_latency_s
     algbw = nbytes / seconds
     out = {
         "op": op, "algo": algo, "n_ports": n, "bytes": nbytes, "flits_per_rank": m,
-        "cycles": cycles, "seconds": seconds, "algbw_GBps": algbw / 1e9,
+        "cycles": cycles, "seconds": seconds, "model_seconds": model_seconds,
+        "phys_latency_s": phys_latency_s, "model_latency_cycles": model_lat,
+        "hop_latency_ns": hop_ns.as_dict(), "algbw_GBps": algbw / 1e9,
         "busbw_GBps": algbw * factor / 1e9, "busbw_factor": factor,
         "link_GBps_per_direction": rate.payload_Bps / 1e9,
         "busbw_over_link": algbw * factor / rate.payload_Bps,

@@ -13,7 +13,8 @@ a one-line doc and (where it applies) the valid choices or a range:
 ``run``
     Cycles, warm-up, seed, batch, offered loads.
 ``phys``
-    The physical mapping from flits per cycle to bytes per second.
+    The physical mapping from flits per cycle to bytes per second, and the per-hop
+    latencies (SerDes, PCS, FEC, cable, switch pipeline) in ns.
 
 A TOML file holds any of the sections as tables (``[switch]``, ``[traffic]``...); a
 ``--set section.key=value`` (or ``--set key=value`` when the key is unique) overrides one
@@ -125,6 +126,23 @@ class PhysParams:
     payload_bytes: int = _f(16, "payload bytes per flit (<= flit_bytes)", lo=1)
     header_flits: int = _f(0, "header flits per packet (NVLink 1: 1 per 16 data flits)",
                            lo=0)
+    # per-hop latencies (docs/model.md, "Physical time", cites each default)
+    clock_ghz: float = _f(1.0, "clock of the RTL pipelines (PCS, FEC, switch, reduction "
+                               "unit) that turns their cycle counts into ns (assumed)",
+                          lo=1e-3)
+    serdes_ns: float = _f(26.3, "SerDes TX + RX latency of one link, ns (AMD PG056: GTY "
+                                "transceiver 638 UI at 24.3 Gb/s)", lo=0.0)
+    pcs_cycles: int = _f(5, "PCS TX + RX latency of one link in RTL cycles (docs/pcs.md, "
+                            "W = 66, lanes straight)", lo=0)
+    fec_symbols: int = _f(68, "RS(544,514) decoder width P in symbols per cycle (divides "
+                              "544); latency 1 + 544/P + 33 cycles per link; 0: no FEC",
+                          lo=0, hi=544)
+    cable_m: float = _f(1.0, "cable/trace length of one link, m (assumed)", lo=0.0)
+    cable_ns_per_m: float = _f(4.9, "propagation delay, ns/m (velocity factor 0.68 of c, "
+                                    "copper)", lo=0.0)
+    switch_cycles: int = _f(2, "switch pipeline, input handshake to output valid, RTL "
+                               "cycles (docs/switch.md: voq 2, pipelined 12, crosspoint 10)",
+                            lo=0)
 
 
 SECTIONS = {"switch": SwitchParams, "link": LinkParams, "traffic": TrafficParams,
@@ -166,6 +184,9 @@ class Config:
                               f"switch.n_ports={self.switch.n_ports}")
         if self.traffic.pattern == "trace" and not self.traffic.trace_file:
             raise ConfigError("traffic.pattern=trace needs traffic.trace_file=FILE")
+        if self.phys.fec_symbols and 544 % self.phys.fec_symbols:
+            raise ConfigError(f"phys.fec_symbols={self.phys.fec_symbols} does not divide 544 "
+                              f"(valid: 0, 1, 2, 4, 8, 16, 17, 32, 34, 68, 136, 272, 544)")
         if self.phys.header_flits >= self.traffic.packet_size and self.phys.header_flits:
             raise ConfigError(f"phys.header_flits={self.phys.header_flits} must be below "
                               f"traffic.packet_size={self.traffic.packet_size}")

@@ -19,6 +19,17 @@ Defaults (public NVLink 6 figures of the AWS and NVIDIA announcement, re:Invent 
 per direction = **3.6 TB/s per accelerator**, and 72 accelerators = **259.2 TB/s per
 rack** (the announcement's "260 TB/s"). The announced figures are signalling rates; with
 ``encoding="none"`` the model reports against them directly.
+
+**Physical time.** A model cycle is one flit time (8.9 ps at 1.8 TB/s and 16 B flits); the
+cycle model counts a switch traversal as the RTL's 2 cycles *of that flit time*, and knows
+no SerDes, PCS, FEC or cable. :func:`hop_latency` adds them in ns: per link, the SerDes
+(TX + RX), the PCS (TX + RX, RTL cycles), the RS(544,514) encoder (1 cycle) and decoder
+(544/P + 33 cycles, docs/fec.md) and the cable; per switch traversal, the switch pipeline
+(RTL cycles). RTL cycles become ns at ``clock_ghz``. One accelerator-to-accelerator path is
+two links and one switch traversal (:attr:`HopLatency.path_ns`); the switch's port-to-port
+latency, comparable with UALink's target of 150 ns at 25.6 Tb/s, is one link's receive
+and transmit halves and the switch (:attr:`HopLatency.port_to_port_ns`). The defaults and
+their sources are listed in docs/model.md, "Physical time".
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from dataclasses import dataclass
 from .config import PhysParams
 
 __all__ = ["PortRate", "port_rate", "rack_report", "packet_efficiency", "lane_rate_for",
-           "ENCODING", "FEC"]
+           "ENCODING", "FEC", "HopLatency", "hop_latency", "fec_latency_cycles"]
 
 ENCODING = {"none": 1.0, "64b66b": 64 / 66, "256b257b": 256 / 257}
 AM_FACTOR = 16383 / 16384
@@ -105,3 +116,61 @@ def rack_report(phys: PhysParams, n_ports: int, accepted: float,
         "fraction_of_aggregate": achieved / aggregate,
         "cycle_ps": r.cycle_s * 1e12,
     }
+
+
+def fec_latency_cycles(symbols: int) -> int:
+    """RTL cycles the RS(544,514) code adds to one link with P = ``symbols`` symbols per
+    cycle: the encoder's 1 cycle and the decoder's 544/P + 33 (first input beat to first
+    output beat, docs/fec.md); 0 without FEC (``symbols == 0``)."""
+    if symbols == 0:
+        return 0
+    if symbols < 0 or 544 % symbols:
+        raise ValueError(f"fec_symbols={symbols} does not divide 544")
+    return 1 + 544 // symbols + 33
+
+
+@dataclass
+class HopLatency:
+    """Fixed latencies of the physical path, ns (see the module docstring)."""
+    serdes_ns: float           # one link, TX + RX
+    pcs_ns: float              # one link, TX + RX
+    fec_ns: float              # one link, encoder + decoder
+    cable_ns: float            # one link
+    switch_ns: float           # one switch traversal
+    clock_ghz: float
+
+    @property
+    def link_ns(self) -> float:
+        return self.serdes_ns + self.pcs_ns + self.fec_ns + self.cable_ns
+
+    @property
+    def path_ns(self) -> float:
+        """Accelerator to accelerator: two links and one switch traversal."""
+        return 2 * self.link_ns + self.switch_ns
+
+    @property
+    def port_to_port_ns(self) -> float:
+        """Switch input pins to output pins: a link's receive and transmit halves (one
+        SerDes, PCS and FEC latency in total) and the switch pipeline; no cable."""
+        return self.serdes_ns + self.pcs_ns + self.fec_ns + self.switch_ns
+
+    def cycles_ns(self, cycles: float) -> float:
+        """RTL cycles at ``clock_ghz`` in ns."""
+        return cycles / self.clock_ghz
+
+    def as_dict(self) -> dict:
+        return {"serdes_ns": self.serdes_ns, "pcs_ns": self.pcs_ns, "fec_ns": self.fec_ns,
+                "cable_ns": self.cable_ns, "switch_ns": self.switch_ns,
+                "clock_ghz": self.clock_ghz, "link_ns": self.link_ns,
+                "path_ns": self.path_ns, "port_to_port_ns": self.port_to_port_ns}
+
+
+def hop_latency(phys: PhysParams) -> HopLatency:
+    """The per-hop latencies of ``phys`` in ns."""
+    if phys.clock_ghz <= 0:
+        raise ValueError(f"clock_ghz={phys.clock_ghz} must be positive")
+    ns = 1.0 / phys.clock_ghz
+    return HopLatency(serdes_ns=float(phys.serdes_ns), pcs_ns=phys.pcs_cycles * ns,
+                      fec_ns=fec_latency_cycles(phys.fec_symbols) * ns,
+                      cable_ns=phys.cable_m * phys.cable_ns_per_m,
+                      switch_ns=phys.switch_cycles * ns, clock_ghz=float(phys.clock_ghz))
