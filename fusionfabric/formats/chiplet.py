@@ -23,7 +23,7 @@ __all__ = [
     "SLOT_BITS", "SLOT_BYTES", "SLOTS_PER_TL", "TL_BYTES", "SEQ_BITS", "CREDIT_BITS",
     "TAG_BITS", "ADDR_BITS", "MAX_TL_PER_DL", "SRC_BITS", "Opcode", "Status", "VC",
     "LENGTHS", "TL_HEADER", "PORT_BEAT", "DL_HEADER", "DL_TRAILER", "PHY_WORD", "TL_FLIT",
-    "STATUS", "dl_flit_slots", "check_tl_per_dl", "MAX_START_EVERY", "check_phy_params",
+    "STATUS", "LinkState", "POSTED", "NON_POSTED", "dl_flit_slots", "check_tl_per_dl", "MAX_START_EVERY", "check_phy_params",
     "ChipletParams",
 ]
 
@@ -59,6 +59,10 @@ class Status(IntEnum):
     OK = 0
     ERROR = 1         #: e.g. address out of range at the completer
     UNSUPPORTED = 2
+    #: made by the requester's own chiplet (``src`` = its node id), never by a completer:
+    #: no completion came within ``cpl_timeout`` cycles (the request may or may not have
+    #: been executed; a completion arriving later is dropped and counted, ``late_cpl``)
+    TIMEOUT = 3
 
 
 class VC(IntEnum):
@@ -115,9 +119,23 @@ assert DL_TRAILER.width == SLOT_BITS
 PHY_WORD = Fields([("data", SLOT_BITS), ("first", 1)])
 #: A TL flit between the transaction and data-link layers.
 TL_FLIT = Fields([("data", TL_BYTES * 8), ("vc", 1)])
+class LinkState(IntEnum):
+    """``STATUS.state``: the data-link layer's state (docs/protocol.md, "Bring-up" and
+    "Fault escalation")."""
+    DOWN = 0
+    INIT = 1
+    ACTIVE = 2
+    FAILED = 3      #: replay limit or link-lost timeout; silent for ``retrain_holdoff``
+
+
+#: Request opcodes without a completion (counted per opcode when refused: ``failed_*``).
+POSTED = (Opcode.MULTICAST, Opcode.REDUCE, Opcode.RESULT)
+#: Request opcodes that hold a tag until their completion (the port's completion timer).
+NON_POSTED = (Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD)
+
 #: Status and counters of one chiplet (all counters saturate).
 STATUS = Fields([
-    ("state", 2),            # 0 down, 1 init, 2 active
+    ("state", 2),            # LinkState: 0 down, 1 init, 2 active, 3 failed
     ("replays", 16),         # go-back-N rewinds (NAK or timeout)
     ("timeouts", 16),        # rewinds caused by the replay timer
     ("crc_err", 16),         # received DL flits failing CRC
@@ -131,6 +149,18 @@ STATUS = Fields([
     ("tx_replayed", 32),     # data DL flits sent again
     ("rx_flits", 32),        # data DL flits accepted in sequence
     ("replay_pos", 6),       # replay-buffer entry the latest go-back-N restarted from
+    # fault escalation (docs/protocol.md, "Fault escalation")
+    ("failed", 1),           # the DL entered FAILED and has not been ACTIVE since
+    ("failures", 16),        # entries into FAILED (either cause)
+    ("fail_replay", 16),     # ... because replay_limit rewinds made no ack progress
+    ("fail_lost", 16),       # ... because no good flit came for link_timeout cycles
+    ("unacked", 7),          # DL flits held unacknowledged in the replay buffer
+    ("cpl_timeouts", 16),    # TIMEOUT completions made by the port's completion timer
+    ("cpl_refused", 16),     # non-posted requests refused while failed (ERROR completion)
+    ("late_cpl", 16),        # completions for a tag not outstanding (late): dropped
+    ("failed_multicast", 16),  # posted requests refused while failed, per opcode
+    ("failed_reduce", 16),
+    ("failed_result", 16),
 ])
 
 
@@ -185,6 +215,19 @@ class ChipletParams:
     stamp_src : bool
         True for an accelerator endpoint (``src`` = node id); False on the switch side of a
         fabric link, where forwarded messages keep their source.
+    replay_limit : int
+        Go-back-N rewinds allowed without ack progress, 1..255; the next rewind due puts the
+        DL in FAILED instead (docs/protocol.md, "Fault escalation").
+    link_timeout : int
+        Cycles without a good received flit before FAILED, 0..2**20 - 1; 0 derives it
+        (:attr:`lost_after`).
+    retrain_holdoff : int
+        Cycles the DL stays FAILED (silent) before it retrains by itself, 0..65535; 0 derives
+        it (:attr:`holdoff`).
+    cpl_timeout : int
+        Cycles a non-posted request may wait for its completion at the accelerator port
+        before it completes with status TIMEOUT, 0..2**24 - 1; 0: no completion timer (the
+        switch side of a fabric link, ``stamp_src=False``, never has one).
 
     Raises
     ------
@@ -197,10 +240,15 @@ class ChipletParams:
     replay_timeout: int = 0
     close_timeout: int = 8
     stamp_src: bool = True
+    replay_limit: int = 16
+    link_timeout: int = 0
+    retrain_holdoff: int = 0
+    cpl_timeout: int = 65536
 
     def __post_init__(self):
         for name in ("tl_per_dl", "replay_depth", "rx_credits", "replay_timeout",
-                     "close_timeout"):
+                     "close_timeout", "replay_limit", "link_timeout", "retrain_holdoff",
+                     "cpl_timeout"):
             value = getattr(self, name)
             if not isinstance(value, Integral) or isinstance(value, bool):
                 raise ValueError(f"{name}={value!r} must be an int")
@@ -216,6 +264,14 @@ class ChipletParams:
             raise ValueError(f"replay_timeout={self.replay_timeout} must be in 0..65535")
         if not 1 <= self.close_timeout <= 255:
             raise ValueError(f"close_timeout={self.close_timeout} must be in 1..255")
+        if not 1 <= self.replay_limit <= 255:
+            raise ValueError(f"replay_limit={self.replay_limit} must be in 1..255")
+        if not 0 <= self.link_timeout < 1 << 20:
+            raise ValueError(f"link_timeout={self.link_timeout} must be in 0..{(1 << 20) - 1}")
+        if not 0 <= self.retrain_holdoff < 1 << 16:
+            raise ValueError(f"retrain_holdoff={self.retrain_holdoff} must be in 0..65535")
+        if not 0 <= self.cpl_timeout < 1 << 24:
+            raise ValueError(f"cpl_timeout={self.cpl_timeout} must be in 0..{(1 << 24) - 1}")
 
     @property
     def flit_slots(self) -> int:
@@ -225,3 +281,42 @@ class ChipletParams:
     def timeout(self) -> int:
         """Replay timeout in cycles: ``replay_timeout`` or, if 0, 8 DL flit times + 64."""
         return self.replay_timeout or 8 * self.flit_slots + 64
+
+    @property
+    def lost_after(self) -> int:
+        """Link-lost timeout in cycles: ``link_timeout`` or, if 0, 16 replay timeouts.
+
+        While the link is up the peer sends a flit every ``flit_slots`` cycles (control flits
+        when it has no data), so 16 replay timeouts (``16 * (8 * flit + 64)`` by default) are
+        more than 128 flit times in a row without one good flit."""
+        return self.link_timeout or 16 * self.timeout
+
+    @property
+    def holdoff(self) -> int:
+        """Cycles spent FAILED before retraining: ``retrain_holdoff`` or, if 0, one replay
+        timeout."""
+        return self.retrain_holdoff or self.timeout
+
+    @property
+    def tracks_completions(self) -> bool:
+        """The accelerator port runs the completion timer (an endpoint with a timeout)."""
+        return self.stamp_src and self.cpl_timeout > 0
+
+    def fail_bounds(self) -> dict:
+        """Detection bounds in cycles (docs/protocol.md, "Fault escalation").
+
+        ``replay``: FAILED at most this many cycles after the last ack progress while flits
+        are unacknowledged and no rewind makes progress (``replay_limit`` rewinds, then the
+        next one due: each comes within one replay timeout of the previous).
+        ``lost``: FAILED exactly this many cycles after the last good flit received (once
+        the PHY has been up since reset). ``retrain``: cycles from entering FAILED to
+        sending bring-up flits again (hold-off, then DOWN one cycle). ``cpl``: a non-posted
+        request accepted on ``i_req`` completes with TIMEOUT at most this many cycles later
+        if no completion came (timer plus one scan of the 256 tags plus the error
+        completion waiting behind at most one message of 17 beats on ``o_rsp`` that is not
+        stalled by the accelerator).
+        """
+        return {"replay": (self.replay_limit + 1) * self.timeout + 2,
+                "lost": self.lost_after,
+                "retrain": self.holdoff + 2,
+                "cpl": (self.cpl_timeout + 256 + 2 + 17) if self.tracks_completions else None}

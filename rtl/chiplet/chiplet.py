@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from fusionfabric.formats.chiplet import SRC_BITS, ChipletParams
-from .common import STATUS, phy_layout, port_layout
+from .common import LINK_FAILED, STATUS, phy_layout, port_layout, sat_inc
 from .dl_rx import DataLinkRx
 from .dl_tx import DataLinkTx
 from .tl_rx import TransactionRx
 from .tl_tx import TransactionTx
+from .tracker import CompletionTracker
 
 __all__ = ["Chiplet"]
 
@@ -45,8 +46,23 @@ class Chiplet(wiring.Component):
     stamp_src : bool
         True for an accelerator endpoint (``src`` = ``i_node_id``); False on the switch side
         of a fabric link, where the forwarded messages keep their source.
+    replay_limit, link_timeout, retrain_holdoff : int
+        Fault escalation of the data link (docs/protocol.md, "Fault escalation"): rewinds
+        without ack progress allowed before FAILED; cycles without a good flit before
+        FAILED (0: ``16 * replay timeout``); cycles spent FAILED before retraining
+        (0: one replay timeout).
+    cpl_timeout : int
+        Cycles a non-posted request waits for its completion before the chiplet completes
+        it with status TIMEOUT (:class:`~fusionfabric.rtl.chiplet.tracker.CompletionTracker`);
+        0, or ``stamp_src=False``: no completion timer (completions pass through).
 
-    The six are checked and kept as one
+    While the data link is FAILED and until it is ACTIVE again (``o_status.failed``), new
+    requests on ``i_req`` are refused: posted ones dropped and counted per opcode
+    (``failed_multicast``/``_reduce``/``_result``), non-posted ones answered with an ERROR
+    completion (when the completion timer exists; without it they are dropped and only
+    ``cpl_refused`` counts them).
+
+    The ten are checked and kept as one
     :class:`~fusionfabric.formats.chiplet.ChipletParams`, ``self.params`` (a bad value
     raises ValueError naming it), which both data-link layers share;
     :meth:`from_params` builds a chiplet from such an object.
@@ -79,10 +95,13 @@ class Chiplet(wiring.Component):
     """
 
     def __init__(self, tl_per_dl=4, replay_depth=8, rx_credits=16, replay_timeout=0,
-                 close_timeout=8, stamp_src=True):
+                 close_timeout=8, stamp_src=True, replay_limit=16, link_timeout=0,
+                 retrain_holdoff=0, cpl_timeout=65536):
         self.params = ChipletParams(tl_per_dl=tl_per_dl, replay_depth=replay_depth,
                                     rx_credits=rx_credits, replay_timeout=replay_timeout,
-                                    close_timeout=close_timeout, stamp_src=stamp_src)
+                                    close_timeout=close_timeout, stamp_src=stamp_src,
+                                    replay_limit=replay_limit, link_timeout=link_timeout,
+                                    retrain_holdoff=retrain_holdoff, cpl_timeout=cpl_timeout)
         super().__init__({
             "i_req": In(stream.Signature(port_layout())),
             "o_req": Out(stream.Signature(port_layout())),
@@ -109,6 +128,9 @@ class Chiplet(wiring.Component):
         m.submodules.dl_rx = dlrx = DataLinkRx(self.params)
         m.submodules.tl_rx0 = tlrx0 = TransactionRx()
         m.submodules.tl_rx1 = tlrx1 = TransactionRx()
+        track = self.params.tracks_completions
+        if track:
+            m.submodules.tracker = trk = CompletionTracker(self.params.cpl_timeout)
 
         connect(m, flipped(self.i_req), tltx.i_req)
         connect(m, flipped(self.i_rsp), tltx.i_rsp)
@@ -118,12 +140,23 @@ class Chiplet(wiring.Component):
         connect(m, dlrx.o_slot0, tlrx0.i_slot)
         connect(m, dlrx.o_slot1, tlrx1.i_slot)
         connect(m, tlrx0.o_beat, flipped(self.o_req))
-        connect(m, tlrx1.o_beat, flipped(self.o_rsp))
+        if track:
+            connect(m, tlrx1.o_beat, trk.i_cpl)
+            connect(m, trk.o_rsp, flipped(self.o_rsp))
+            m.d.comb += [trk.i_issue.eq(tltx.o_issue), trk.i_issue_tag.eq(tltx.o_issue_tag),
+                         trk.i_issue_op.eq(tltx.o_issue_op),
+                         trk.i_issue_len.eq(tltx.o_issue_len),
+                         trk.i_issue_refused.eq(tltx.o_issue_refused),
+                         trk.i_node_id.eq(self.i_node_id)]
+        else:
+            connect(m, tlrx1.o_beat, flipped(self.o_rsp))
         m.d.comb += [
             tltx.i_node_id.eq(self.i_node_id),
             tltx.i_credit_ok.eq(dltx.o_credit_ok),
             dltx.i_link_up.eq(self.i_link_up),
-            dlrx.i_link_up.eq(self.i_link_up),
+            # a FAILED data link ignores what it receives until it retrains
+            dlrx.i_link_up.eq(self.i_link_up & (dltx.o_state != LINK_FAILED)),
+            tltx.i_refuse.eq(dltx.o_failed),
             dltx.i_rx_good.eq(dlrx.o_good),
             dltx.i_rx_hdr.eq(dlrx.o_hdr),
             dltx.i_rx_expected.eq(dlrx.o_expected),
@@ -141,7 +174,20 @@ class Chiplet(wiring.Component):
             s.bad_op.eq(tltx.o_bad_op), s.overflow.eq(dlrx.o_overflow),
             s.tx_flits.eq(dltx.o_tx_flits), s.tx_replayed.eq(dltx.o_tx_replayed),
             s.rx_flits.eq(dlrx.o_rx_flits), s.replay_pos.eq(dltx.o_replay_pos),
+            s.failed.eq(dltx.o_failed), s.failures.eq(dltx.o_failures),
+            s.fail_replay.eq(dltx.o_fail_replay), s.fail_lost.eq(dltx.o_fail_lost),
+            s.unacked.eq(dltx.o_unacked),
+            s.failed_multicast.eq(tltx.o_failed_multicast),
+            s.failed_reduce.eq(tltx.o_failed_reduce),
+            s.failed_result.eq(tltx.o_failed_result),
         ]
+        if track:
+            m.d.comb += [s.cpl_timeouts.eq(trk.o_timeouts), s.cpl_refused.eq(trk.o_refused),
+                         s.late_cpl.eq(trk.o_late)]
+        else:
+            refused = Signal(16)
+            sat_inc(m, refused, tltx.o_issue & tltx.o_issue_refused)
+            m.d.comb += s.cpl_refused.eq(refused)
         return m
 
 

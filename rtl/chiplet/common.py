@@ -7,14 +7,14 @@ from amaranth.lib import data
 
 from fusionfabric.formats.chiplet import (DL_HEADER, DL_TRAILER, PHY_WORD, PORT_BEAT, SEQ_BITS,
                                           SLOT_BITS, SLOTS_PER_TL, STATUS, TL_FLIT, TL_HEADER,
-                                          ChipletParams, Opcode)
+                                          ChipletParams, LinkState, Opcode)
 
 __all__ = ["PHY_WORD", "TL_FLIT", "STATUS", "phy_layout", "tl_layout", "port_layout",
            "beat_slots_layout", "trailer_layout", "tl_slots_layout", "data_slots", "valid_opcode",
            "as_params", "LINK_DOWN",
-           "LINK_INIT", "LINK_ACTIVE"]
+           "LINK_INIT", "LINK_ACTIVE", "LINK_FAILED"]
 
-LINK_DOWN, LINK_INIT, LINK_ACTIVE = 0, 1, 2
+LINK_DOWN, LINK_INIT, LINK_ACTIVE, LINK_FAILED = (int(s) for s in LinkState)
 
 
 def phy_layout():

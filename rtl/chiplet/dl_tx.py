@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
 from fusionfabric.formats.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SLOT_BITS
-from .common import (LINK_ACTIVE, LINK_DOWN, LINK_INIT, as_params, phy_layout, sat_inc,
+from .common import (LINK_ACTIVE, LINK_DOWN, LINK_FAILED, LINK_INIT, as_params, phy_layout, sat_inc,
                      seq_dist, tl_layout, tl_slots_layout, trailer_layout)
 
 __all__ = ["DataLinkTx"]
@@ -37,6 +37,17 @@ class DataLinkTx(wiring.Component):
     CRC-32 of the whole flit (:class:`fusionfabric.rtl.crc.Crc`). A good received ``ack`` frees entries; a NAK rewinds
     ``send_ptr`` to the ack (go-back-N); so does the replay timer when no ack progress has
     been seen for ``replay_timeout`` cycles while flits are unacknowledged.
+
+    **Fault escalation** (docs/protocol.md, "Fault escalation"). ``replay_limit`` rewinds
+    (NAK or timer) without ack progress are allowed; the next rewind due puts the DL in
+    FAILED instead (``o_fail_replay``). Once ``i_link_up`` has been high since reset, a
+    timer counts cycles without a good received flit (``i_rx_good``) in DOWN, INIT and
+    ACTIVE; at ``params.lost_after`` the DL goes FAILED (``o_fail_lost``). FAILED sends
+    nothing (a flit in progress is finished) for ``params.holdoff`` cycles, then goes DOWN
+    and, with ``i_link_up`` high, INIT: the DL retrains by itself. Sequence numbers, the
+    replay buffer and credits survive FAILED as they survive a link drop, so a retrain
+    resends exactly what the peer has not acknowledged. ``o_failed`` is set on entering
+    FAILED and cleared when the DL is ACTIVE again.
 
     **Bring-up.** ``i_link_up`` low: DOWN. Rising: INIT, sending control flits with
     ``init=1``, the buffer sizes and ``init_seen``. INIT → ACTIVE on a good flit from the
@@ -71,7 +82,13 @@ class DataLinkTx(wiring.Component):
     i_freed0, i_freed1 : In(12)
         Cumulative TL flits consumed from our receive buffers (sent as credit returns).
     o_state : Out(2)
-        0 down, 1 bring-up, 2 active.
+        ``LinkState``: 0 down, 1 bring-up, 2 active, 3 failed.
+    o_failed : Out(1)
+        FAILED was entered and the DL has not been ACTIVE since.
+    o_failures, o_fail_replay, o_fail_lost : Out(16)
+        Entries into FAILED: all, by the replay limit, by the link-lost timeout.
+    o_unacked : Out(7)
+        Replay-buffer entries filled and not yet acknowledged.
     o_replays, o_timeouts, o_credit_err, o_tx_flits, o_tx_replayed, o_replay_pos : Out
         Saturating counters (see ``fusionfabric.rtl.chiplet.common.STATUS``).
 
@@ -107,6 +124,11 @@ class DataLinkTx(wiring.Component):
             "o_tx_flits": Out(32),
             "o_tx_replayed": Out(32),
             "o_replay_pos": Out(6),
+            "o_failed": Out(1),
+            "o_failures": Out(16),
+            "o_fail_replay": Out(16),
+            "o_fail_lost": Out(16),
+            "o_unacked": Out(7),
         })
 
     def elaborate(self, platform):
@@ -195,13 +217,14 @@ class DataLinkTx(wiring.Component):
         send_idx = send_ptr[:d] if d else Const(0, 1)
         have_data = (state == LINK_ACTIVE) & (send_ptr != fill_ptr)
         cur_on = Signal()
+        sending = (state != LINK_DOWN) & (state != LINK_FAILED)
         cur_k = Signal(range(SL + 1))
         cur_seq = Signal(SEQ_BITS)
         cur_data = Signal()
         cur_ntl = Signal(range(N + 1))
         cur_vcb = Signal(N)
         m.d.comb += [
-            cur_on.eq(busy | (state != LINK_DOWN)),
+            cur_on.eq(busy | sending),
             cur_k.eq(Mux(busy, k, 0)),
             cur_seq.eq(Mux(busy, s_seq, Mux(have_data, send_ptr, 0))),
             cur_data.eq(Mux(busy, s_data, have_data)),
@@ -287,7 +310,7 @@ class DataLinkTx(wiring.Component):
 
         # ---------------- receive side effects: acks, naks, credits, bring-up --------------
         rh = self.i_rx_hdr
-        good = self.i_rx_good & (state != LINK_DOWN)
+        good = self.i_rx_good & (state != LINK_DOWN) & (state != LINK_FAILED)
         d_new = seq_dist(rh.ack, ack_ptr)
         d_hi = seq_dist(hi_ptr, ack_ptr)
         d_send = seq_dist(send_ptr, ack_ptr)
@@ -301,6 +324,8 @@ class DataLinkTx(wiring.Component):
         replay_pos = Signal(6)
         m.d.comb += self.o_replay_pos.eq(replay_pos)
         progress = Signal()
+        nak_rw = Signal()             # a NAK asks for a rewind
+        tmr_rw = Signal()             # the replay timer asks for one
         rewind = Signal()
 
         with m.If(good & ack_ok):
@@ -308,11 +333,24 @@ class DataLinkTx(wiring.Component):
             m.d.comb += progress.eq(d_new != 0)
             with m.If(d_new > d_send):
                 m.d.sync += send_ptr.eq(rh.ack)
-            with m.If(rh.nak & (state == LINK_ACTIVE)):
-                m.d.sync += send_ptr.eq(rh.ack)
-                m.d.comb += rewind.eq(1)
-                m.d.sync += replay_pos.eq(rh.ack[:d] if d else 0)
-                sat_inc(m, replays, 1)
+            m.d.comb += nak_rw.eq(rh.nak & (state == LINK_ACTIVE))
+
+        # replay limit: rewinds since the last ack progress
+        nprog = Signal(range(p.replay_limit + 1))
+        over = Signal()
+        m.d.comb += [rewind.eq(nak_rw | tmr_rw),
+                     over.eq(rewind & ~progress & (nprog == p.replay_limit))]
+        with m.If(rewind & ~over):
+            m.d.sync += [send_ptr.eq(Mux(nak_rw, rh.ack, ack_ptr)),
+                         replay_pos.eq(Mux(nak_rw, rh.ack, ack_ptr)[:d] if d else 0)]
+            sat_inc(m, replays, 1)
+            sat_inc(m, timeouts, tmr_rw)
+        with m.If(state == LINK_FAILED):
+            m.d.sync += nprog.eq(0)
+        with m.Elif(progress):
+            m.d.sync += nprog.eq(rewind)
+        with m.Elif(rewind & ~over):
+            m.d.sync += nprog.eq(nprog + 1)
 
         for v, cred in enumerate((rh.credit0, rh.credit1)):
             d_c = (cred - freed[v])[:CREDIT_BITS]
@@ -328,18 +366,53 @@ class DataLinkTx(wiring.Component):
             m.d.sync += limit_known.eq(1)
 
         # replay timer
-        with m.If((state != LINK_ACTIVE) | progress | rewind | (ack_ptr == hi_ptr)):
+        with m.If((state != LINK_ACTIVE) | progress | nak_rw | (ack_ptr == hi_ptr)):
             m.d.sync += timer.eq(0)
         with m.Elif(timer == T - 1):      # never above: reset there (lint-clean at T = 1)
-            m.d.sync += [timer.eq(0), send_ptr.eq(ack_ptr),
-                         replay_pos.eq(ack_ptr[:d] if d else 0)]
-            sat_inc(m, replays, 1)
-            sat_inc(m, timeouts, 1)
+            m.d.sync += timer.eq(0)
+            m.d.comb += tmr_rw.eq(1)
         with m.Else():
             m.d.sync += timer.eq(timer + 1)
 
+        # link-lost timer: cycles without a good flit, once the PHY has been up since reset
+        L = p.lost_after
+        armed = Signal()
+        lost = Signal(range(L + 1))
+        lost_fire = Signal()
+        with m.If(self.i_link_up):
+            m.d.sync += armed.eq(1)
+        with m.If((state == LINK_FAILED) | ~armed | self.i_rx_good):
+            m.d.sync += lost.eq(0)
+        with m.Elif(lost == L - 1):       # never above (lint-clean at L = 1)
+            m.d.sync += lost.eq(0)
+            m.d.comb += lost_fire.eq(1)
+        with m.Else():
+            m.d.sync += lost.eq(lost + 1)
+
+        failed = Signal()
+        failures = Signal(16)
+        fail_replay = Signal(16)
+        fail_lost = Signal(16)
+        m.d.comb += [self.o_failed.eq(failed), self.o_failures.eq(failures),
+                     self.o_fail_replay.eq(fail_replay), self.o_fail_lost.eq(fail_lost),
+                     self.o_unacked.eq(seq_dist(fill_ptr, ack_ptr))]
+        H = p.holdoff
+        hold = Signal(range(H + 1))
+        fail = (over | lost_fire) & (state != LINK_FAILED)
+
         # link state
-        with m.If(~self.i_link_up):
+        with m.If(state == LINK_FAILED):
+            m.d.sync += seen.eq(0)
+            with m.If(hold == H - 1):     # never above (lint-clean at H = 1)
+                m.d.sync += [state.eq(LINK_DOWN), hold.eq(0)]
+            with m.Else():
+                m.d.sync += hold.eq(hold + 1)
+        with m.Elif(fail):
+            m.d.sync += [state.eq(LINK_FAILED), seen.eq(0), failed.eq(1), hold.eq(0)]
+            sat_inc(m, failures, 1)
+            sat_inc(m, fail_replay, over)
+            sat_inc(m, fail_lost, lost_fire & ~over)
+        with m.Elif(~self.i_link_up):
             m.d.sync += [state.eq(LINK_DOWN), seen.eq(0)]
         with m.Elif(state == LINK_DOWN):
             m.d.sync += [state.eq(LINK_INIT), seen.eq(0)]
@@ -347,6 +420,6 @@ class DataLinkTx(wiring.Component):
             m.d.sync += seen.eq(1)
             with m.If((state == LINK_INIT) & (rh.init_seen | ~rh.init)
                       & (limit_known | rh.init)):
-                m.d.sync += [state.eq(LINK_ACTIVE),
+                m.d.sync += [state.eq(LINK_ACTIVE), failed.eq(0),
                              send_ptr.eq(Mux(ack_ok, rh.ack, ack_ptr))]
         return m

@@ -7,6 +7,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.formats.chiplet import SLOT_BITS, SRC_BITS, TL_HEADER
+from fusionfabric.formats.chiplet import TAG_BITS, Opcode
 from .common import (beat_slots_layout, data_slots, port_layout, sat_inc, tl_layout,
                      tl_slots_layout, valid_opcode)
 
@@ -24,6 +25,13 @@ class TransactionTx(wiring.Component):
     responses. The arbiter hands the DL a TL flit of a VC only while ``i_credit_ok`` allows
     it, alternating between the VCs when both are eligible, and holds its choice until the
     flit is taken.
+
+    **Refusing.** While ``i_refuse`` is high (the data link is FAILED and not yet ACTIVE
+    again), every request that starts on ``i_req`` is taken and dropped whole: a posted one
+    (MULTICAST, REDUCE, RESULT) is counted in ``o_failed_multicast``/``_reduce``/``_result``,
+    a non-posted one is reported on ``o_issue`` with ``refused`` set (the completion tracker
+    answers it with an ERROR completion). A message already started is packed to its end;
+    responses (``i_rsp``) are never refused (they wait for the link).
 
     Parameters
     ----------
@@ -45,6 +53,15 @@ class TransactionTx(wiring.Component):
         TL flits (512 bits of data, ``vc``).
     o_bad_op : Out(8)
         Dropped beats (saturating).
+    i_refuse : In(1)
+        Refuse new requests (see above).
+    o_issue : Out(1), o_issue_tag : Out(8), o_issue_op : Out(4), o_issue_len : Out(2),
+    o_issue_refused : Out(1)
+        Pulse when a non-posted request (WRITE, READ, ATOMIC_ADD) is taken on ``i_req``
+        (its header beat accepted), with its tag, opcode and length code; ``refused``: it
+        was dropped.
+    o_failed_multicast, o_failed_reduce, o_failed_result : Out(16)
+        Posted requests refused (saturating).
 
     Timing
     ------
@@ -62,9 +79,18 @@ class TransactionTx(wiring.Component):
             "i_credit_ok": In(2),
             "o_tl": Out(stream.Signature(tl_layout())),
             "o_bad_op": Out(8),
+            "i_refuse": In(1),
+            "o_issue": Out(1),
+            "o_issue_tag": Out(TAG_BITS),
+            "o_issue_op": Out(4),
+            "o_issue_len": Out(2),
+            "o_issue_refused": Out(1),
+            "o_failed_multicast": Out(16),
+            "o_failed_reduce": Out(16),
+            "o_failed_result": Out(16),
         })
 
-    def _packer(self, m, vc, port, bad):
+    def _packer(self, m, vc, port, bad, refuse=None):
         q = fifo.SyncFIFOBuffered(width=4 * SLOT_BITS, depth=2)
         m.submodules[f"flits{vc}"] = q
         slots = [Signal(SLOT_BITS, name=f"p{vc}_slot{i}") for i in range(3)]
@@ -79,6 +105,9 @@ class TransactionTx(wiring.Component):
         nds = Signal(5, name=f"p{vc}_nds")
         m.d.comb += nds.eq(data_slots(beat.opcode, beat.length))
         ok_op = valid_opcode(beat.opcode, vc)
+        refusing = Signal(name=f"p{vc}_refusing")
+        if refuse is not None:
+            m.d.comb += refusing.eq((refuse[0] != 0) | (port.valid & self.i_refuse))
 
         wr = Signal(name=f"p{vc}_wr")
         word = Signal(SLOT_BITS, name=f"p{vc}_word")
@@ -98,12 +127,19 @@ class TransactionTx(wiring.Component):
         with m.Elif(port.valid & ~ok_op):
             m.d.comb += port.ready.eq(1)
             sat_inc(m, bad, 1)
+        with m.Elif(refusing):
+            # a request dropped whole while i_refuse: its first beat here, the rest
+            # counted down in ``drop`` (VC 0 only; ``refusing`` is 0 on VC 1)
+            if refuse is not None:
+                self._refuse(m, port, beat, nds, refuse[0])
         with m.Elif(port.valid):
             # header slot; a message without data is consumed with it
             m.d.comb += [word.eq(hdr), wr.eq(can),
                          port.ready.eq(can & (nds == 0))]
             with m.If(can):
                 m.d.sync += rem.eq(nds)
+            if vc == 0:
+                m.d.comb += self.o_issue.eq(can & self._nonposted(beat.opcode))
         with m.Elif(pos != 0):
             # message boundary inside a flit and nothing waiting: close with NULL slots
             m.d.comb += [word.eq(0), wr.eq(can)]
@@ -119,12 +155,38 @@ class TransactionTx(wiring.Component):
         m.d.comb += [q.w_data.eq(flit), q.w_en.eq(wr & (pos == 3))]
         return q
 
+    @staticmethod
+    def _nonposted(opcode):
+        return ((opcode == Opcode.WRITE) | (opcode == Opcode.READ)
+                | (opcode == Opcode.ATOMIC_ADD))
+
+    def _refuse(self, m, port, beat, nds, drop):
+        m.d.comb += port.ready.eq(1)
+        with m.If(port.valid):
+            with m.If(drop != 0):
+                m.d.sync += drop.eq(drop - 1)
+            with m.Else():
+                m.d.sync += drop.eq(Mux(nds == 0, 0, nds - 1))
+                m.d.comb += [self.o_issue.eq(self._nonposted(beat.opcode)),
+                             self.o_issue_refused.eq(1)]
+                for name, op in (("multicast", Opcode.MULTICAST),
+                                 ("reduce", Opcode.REDUCE), ("result", Opcode.RESULT)):
+                    sat_inc(m, self._failed[name], beat.opcode == op)
+
     def elaborate(self, platform):
         m = Module()
+        self._failed = {n: Signal(16, name=f"failed_{n}") for n in ("multicast", "reduce",
+                                                                    "result")}
+        for n, sig in self._failed.items():
+            m.d.comb += getattr(self, f"o_failed_{n}").eq(sig)
+        beat = self.i_req.payload
+        m.d.comb += [self.o_issue_tag.eq(beat.tag), self.o_issue_op.eq(beat.opcode),
+                     self.o_issue_len.eq(beat.length)]
+        drop = Signal(5)          # data beats left of a refused request
         bad = Signal(8)
         m.d.comb += self.o_bad_op.eq(bad)
         bad0, bad1 = Signal(8), Signal(8)
-        q0 = self._packer(m, 0, self.i_req, bad0)
+        q0 = self._packer(m, 0, self.i_req, bad0, (drop,))
         q1 = self._packer(m, 1, self.i_rsp, bad1)
         m.d.comb += bad.eq(Mux(bad0 + bad1 > 255, 255, bad0 + bad1))
 
