@@ -77,7 +77,7 @@ def register(h: Harness) -> Harness:
 
 
 #: The harness modules, in order of the docs (importing one registers it).
-MODULES = ("trivial",)
+MODULES = ("trivial", "islip")
 
 
 def _load_all() -> None:
@@ -170,16 +170,31 @@ def driven_signals(module) -> dict:
     return out
 
 
+def _name_checks(text: str) -> str:
+    """Name each ``$check`` cell after its message (``Assert(test, "wait_bound")`` becomes
+    cell ``\\wait_bound_<k>``), so SymbiYosys's "failed assertion top.<name>" says which
+    property failed (with ``emit_src=False`` the cells are otherwise anonymous)."""
+    count: dict = {}
+
+    def rename(mo):
+        msg = re.sub(r"[^A-Za-z0-9_]+", "_", mo.group(2)).strip("_")
+        if not msg:
+            return mo.group(0)
+        count[msg] = count.get(msg, 0) + 1
+        return f"cell $check \\{msg}__{count[msg]}{mo.group(1)}"
+
+    return re.sub(r"cell \$check \S+(\n\s+parameter \\FORMAT \"([^\"]*)\")", rename, text)
+
+
 def _sby_text(name: str, h: Harness, with_cover: bool) -> str:
     tasks = "proof\ncover\n" if with_cover else "proof\n"
+    cover = f"cover: mode cover\ncover: depth {h.cover_depth}\n" if with_cover else ""
     return f"""[tasks]
 {tasks}
 [options]
 proof: mode {h.mode}
 proof: depth {h.depth}
-cover: mode cover
-cover: depth {h.cover_depth}
-
+{cover}
 [engines]
 smtbmc yices
 
@@ -204,7 +219,8 @@ def write_files(name: str, planted: str | None = None, out_dir: Path | None = No
     d = Path(out_dir) if out_dir else _root() / (name + (f"-{planted}" if planted else ""))
     d.mkdir(parents=True, exist_ok=True)
     top = h.build(planted)
-    (d / "top.il").write_text(rtlil.convert(top, name="top", ports=[], emit_src=False))
+    text = rtlil.convert(top, name="top", ports=[], emit_src=False)
+    (d / "top.il").write_text(_name_checks(text))
     (d / f"{name}.sby").write_text(_sby_text(name, h, with_cover))
     return d
 
@@ -256,6 +272,13 @@ def run(name: str, planted: str | None = None, *, out_dir: Path | None = None,
                        proof_status=proof, cover_status=cov)
     if proof == "FAIL":
         res.status = "FAIL"
+        log = d / f"{name}_proof" / "logfile.txt"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        mo = re.search(r"Assert failed in top: (\S+)", text)
+        if mo:
+            st = re.search(r"failed assertion top\.%s at.*?step (\d+)" % re.escape(mo.group(1)),
+                           text, re.S)
+            res.detail = mo.group(1) + (f" at step {st.group(1)}" if st else "")
         src = d / f"{name}_proof" / "engine_0" / "trace.vcd"
         if src.exists():
             res.trace = d / f"{name}.vcd"
