@@ -31,16 +31,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fusionfabric.formats.chiplet import (ADDR_BITS, CREDIT_BITS, DL_HEADER, LENGTHS, SEQ_BITS,
-                                         SLOT_BITS, SLOT_BYTES, SLOTS_PER_TL, TL_BYTES, TL_HEADER,
-                                         VC, Opcode, check_phy_params, check_tl_per_dl,
+from fusionfabric.formats.chiplet import (ADDR_BITS, CREDIT_BITS, DL_HEADER, LENGTHS,
+                                         NON_POSTED, POSTED, SEQ_BITS, SLOT_BITS, SLOT_BYTES,
+                                         SLOTS_PER_TL, TAG_BITS, TL_BYTES, TL_HEADER, VC, Opcode,
+                                         Status, check_phy_params, check_tl_per_dl,
                                          dl_flit_slots)
 from fusionfabric.formats.switch import CHUNK_BITS, Dtype, Kind, Op
 
 __all__ = [
     "length_code", "opcode_vc", "data_slots", "Message", "message_slots", "pack_tl",
     "unpack_tl", "DLHeader", "dl_frame", "dl_parse", "crc32", "crc_syndromes", "switch_kind",
-    "PhyTx", "PhyRx", "MemoryModel", "VECTORS",
+    "PhyTx", "PhyRx", "MemoryModel", "VECTORS", "CompletionTimerModel", "LinkLedger",
 ]
 
 
@@ -407,6 +408,140 @@ def random_message(rng: np.random.Generator, opcodes=None, tag: int = 0, dest: i
         kw["status"] = int(rng.integers(3))
     return Message(op, length, tag, dest, src, int(rng.integers(1 << ADDR_BITS)),
                    data=rng.bytes(n), **kw)
+
+
+# -- fault escalation: the port's completion timer and the link's accounting ---------------
+
+class CompletionTimerModel:
+    """When the accelerator port's completion timer (``rtl/chiplet/tracker.py``) decides.
+
+    Cycles count from reset (the RTL's stamp counter is the cycle number). A tag issued in
+    cycle ``t`` (its request taken on ``i_req``) is checked by the scan in the cycles ``k``
+    with ``k - 1 ≡ tag (mod 256)`` and ``k - 1 > t``; the first such ``k`` with
+    ``k - t >= timeout`` (any, for a refused request) expires it, unless the completion's
+    first beat is accepted on ``o_rsp`` in that same cycle or before (delivery wins). An
+    expired tag's error completion is queued at ``k`` and its first beat is offered on
+    ``o_rsp`` at ``k + ERR_LATENCY`` if the port is idle then.
+    """
+
+    #: cycles from the expiring check to the error completion's first beat on an idle port
+    #: (the 2-cycle read latency of the buffered error queue)
+    ERR_LATENCY = 2
+
+    def __init__(self, timeout: int):
+        if not 1 <= timeout < 1 << 24:
+            raise ValueError(f"timeout={timeout} must be in 1..{(1 << 24) - 1}")
+        self.timeout = timeout
+
+    def expiry(self, tag: int, issued: int, refused: bool = False) -> int:
+        """The cycle the scan expires ``tag`` issued in cycle ``issued`` (if still
+        outstanding and the error queue has room)."""
+        n = 1 << TAG_BITS
+        c = issued + 1 + (tag - issued - 1) % n          # first read of the tag after issue
+        need = 0 if refused else self.timeout
+        while c + 1 - issued < need:
+            c += n
+        return c + 1
+
+    def outcome(self, tag: int, issued: int, accepted: int | None,
+                refused: bool = False) -> str:
+        """``"ok"`` if the completion's first beat is accepted on ``o_rsp`` in cycle
+        ``accepted`` no later than the expiry, else ``"error"`` (refused) or ``"timeout"``
+        (and the completion, if it comes, is dropped as late)."""
+        if refused:
+            return "error"
+        if accepted is not None and accepted <= self.expiry(tag, issued):
+            return "ok"
+        return "timeout"
+
+    def status(self, outcome: str) -> int:
+        return {"ok": Status.OK, "error": Status.ERROR, "timeout": Status.TIMEOUT}[outcome]
+
+
+def error_completion(request: Message, node: int, status: int) -> Message:
+    """The completion the requester's own chiplet makes for ``request`` (status TIMEOUT or
+    ERROR): the request's completion opcode, length and tag, ``src = dest = node``, a
+    READ_CPL's data all zeros."""
+    op = {Opcode.READ: Opcode.READ_CPL, Opcode.WRITE: Opcode.WRITE_ACK,
+          Opcode.ATOMIC_ADD: Opcode.ATOMIC_ACK}[Opcode(request.opcode)]
+    return Message(op, request.length, request.tag, node, node, status=status,
+                   data=bytes(data_slots(op, request.length) * SLOT_BYTES))
+
+
+class LinkLedger:
+    """What happened to every message one accelerator sent over a chiplet link.
+
+    ``sent(msg, refused)`` records a request taken on ``i_req`` (``refused``: the port's
+    ``failed`` status was set when its first beat was taken); ``delivered(msg)`` a request
+    seen on the peer's ``o_req``; ``completed(cpl)`` a completion on the requester's
+    ``o_rsp``. :meth:`check` proves the promises of docs/protocol.md ("Fault escalation")
+    and returns the accounting:
+
+    * delivered messages are sent ones, in order, each at most once, and a refused one
+      never;
+    * each non-posted request gets exactly one completion: OK (and then it was
+      delivered), ERROR (exactly the refused ones) or TIMEOUT;
+    * posted: ``sent = delivered + refused + held``, where the held ones (taken before the
+      failure, still in the link's buffers) are the tail of the accepted stream after the
+      last delivered one — none is skipped; ``held`` is 0 once the link has recovered.
+    """
+
+    def __init__(self):
+        self.log = []            # [msg, refused, delivered count]
+        self.delivered_msgs = []
+        self.cpls = {}
+
+    def sent(self, msg: Message, refused: bool):
+        self.log.append([msg, refused, 0])
+
+    def delivered(self, msg: Message):
+        self.delivered_msgs.append(msg)
+
+    def completed(self, cpl: Message):
+        self.cpls.setdefault(cpl.tag, []).append(cpl)
+
+    def check(self) -> dict:
+        accepted = [e for e in self.log if not e[1]]
+        nd = len(self.delivered_msgs)
+        if nd > len(accepted):
+            raise AssertionError(f"{nd} delivered, only {len(accepted)} accepted "
+                                 "(a duplicate or a refused message delivered)")
+        for i, d in enumerate(self.delivered_msgs):
+            if accepted[i][0] != d:
+                raise AssertionError(f"delivery {i}: got {d}, expected {accepted[i][0]} "
+                                     "(lost, duplicated, reordered or corrupt)")
+            accepted[i][2] = 1
+        n_held = len(accepted) - nd       # the tail: taken, not (yet) delivered
+        acc = {"sent": len(self.log), "delivered": len(self.delivered_msgs),
+               "refused": sum(e[1] for e in self.log), "held": n_held,
+               "refused_posted": {}, "completions": {"ok": 0, "error": 0, "timeout": 0}}
+        tags = {}
+        for msg, refused, ndel in self.log:
+            if msg.opcode in POSTED:
+                if refused:
+                    name = Opcode(msg.opcode).name.lower()
+                    acc["refused_posted"][name] = acc["refused_posted"].get(name, 0) + 1
+                continue
+            tags.setdefault(msg.tag, []).append((msg, refused, ndel))
+        for tag, reqs in tags.items():
+            got = self.cpls.get(tag, [])
+            if len(got) != len(reqs):
+                raise AssertionError(f"tag {tag}: {len(reqs)} requests, {len(got)} completions")
+            for (msg, refused, ndel), cpl in zip(reqs, got):
+                st = Status(cpl.status)
+                if refused and st != Status.ERROR:
+                    raise AssertionError(f"tag {tag}: refused but completed {st.name}")
+                if st == Status.ERROR and not refused:
+                    raise AssertionError(f"tag {tag}: ERROR for a request that was sent")
+                if st == Status.OK and ndel != 1:
+                    raise AssertionError(f"tag {tag}: OK completion, delivered {ndel} times")
+                acc["completions"][{Status.OK: "ok", Status.ERROR: "error",
+                                    Status.TIMEOUT: "timeout"}[st]] += 1
+        extra = set(self.cpls) - set(tags)
+        if extra:
+            raise AssertionError(f"completions for tags never requested: {sorted(extra)}")
+        assert acc["sent"] == acc["delivered"] + acc["refused"] + acc["held"]
+        return acc
 
 
 # -- vectors ----------------------------------------------------------------------------------
