@@ -1,4 +1,32 @@
-"""``fusionfabric link``: run the RTL link pair (two chiplets, fault channel) and report."""
+"""``fusionfabric link``: run the RTL link pair (two chiplets, fault channel) and report.
+
+Before the run: a bit-error rate at which a DL flit crosses the channel intact less than
+once in :data:`MIN_SURVIVAL` tries is refused unless ``--force`` (survival =
+``(1 - BER) ** bits``, ``bits`` = the flit's slots x 128 data bits, or x 132 lane bits
+through the 64b/66b PCS; with ``--lane-burst``, ``(1 - bursts per cycle) ** slots``); a
+run estimated to take long prints its estimate (:data:`RATE_CYCLES_PER_S`).
+
+During the run: a progress bar on stderr when it is a terminal (``--progress``; the
+Amaranth simulator only: requests delivered out of those sent). ``--max-cycles`` bounds
+the run; reaching it ends the run with the report, a line saying so, and exit status 1.
+
+The report prints one line per kind of event, each counted where it happens:
+
+* faults injected on the channel: DL flits hit by bit errors (the channel harness
+  counts a flit once however many of its words are hit; with ``--link-drops`` the same
+  counter also counts flits lost in the drops, and the line says so; through the PCS it
+  counts cycles with an injected error, not flits);
+* at the receivers: DL flits failing CRC, good-CRC data flits discarded out of
+  sequence or as duplicates (go-back-N), flits cut short (framing);
+* PCS lock losses and relocks, link downs and recoveries;
+* at the senders: replays (go-back-N rewinds, of which replay-timer time-outs) and data
+  flits sent again;
+* at the accelerators: messages delivered corrupt (errors the CRC missed), duplicated,
+  lost.
+
+With bit errors only, every hit flit fails CRC: ``flits hit = CRC errors`` (and no
+message delivered corrupt); the Amaranth test checks this sum.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +43,22 @@ NAME = "link"
 HELP = "run two chiplets back to back through a bit-error channel; report loss and goodput"
 
 SIMS = ("amaranth", "icarus", "verilator")
+
+#: A BER whose DL flit survives less often than this is refused without ``--force``.
+MIN_SURVIVAL = 1e-3
+#: Simulated cycles per second of the link pair, for the run-time estimate. amaranth: 36,
+#: measured here as the difference of ``fusionfabric link --transactions 100`` and
+#: ``--transactions 20`` (BER 1e-5, seed 1: 871 - 290 cycles in 27.4 - 11.2 s) on the
+#: shared 2-core machine. icarus: the low end of the 15-130 cycles/s docs/protocol.md
+#: gives for the chiplet pair on Icarus on the same machine, 40. verilator: not measured
+#: apart; the cocotb testbench's per-cycle Python dominates, so the Icarus figure is used.
+RATE_CYCLES_PER_S = {"amaranth": 36.0, "icarus": 40.0, "verilator": 40.0}
+#: Cycles of a run: about this many per transaction (871 cycles for 100, 290 for 20 at
+#: BER 1e-5; more with replays) plus the fixed part (bring-up, drain, 300 settling).
+CYCLES_PER_TRANSACTION = 8
+FIXED_CYCLES = 450
+#: --max-cycles: default max(400000, 1000 x transactions); at most 10**9.
+MAX_CYCLES_LIMIT = 10**9
 
 
 def add_arguments(p):
@@ -38,6 +82,15 @@ def add_arguments(p):
                         "or verilator)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="chiplet parameter (tl_per_dl, replay_depth, rx_credits, ...)")
+    p.add_argument("--max-cycles", default=None, metavar="N",
+                   help="end the run after N cycles with the report and exit status 1 "
+                        "(default: the larger of 400000 and 1000 x transactions)")
+    p.add_argument("--force", action="store_true",
+                   help="run even at a BER at which a DL flit survives less than once "
+                        "in 1000 tries")
+    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
+                   help="progress bar on stderr (auto: only on a terminal; Amaranth "
+                        "simulator)")
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
 
 
@@ -99,6 +152,8 @@ def run(args):
         if dark_lane[1] > 1_000_000:
             raise CliError(f"--dark-lane {args.dark_lane!r}: CYCLES must be <= 1000000")
     pcs = lane_bursts is not None or dark_lane is not None
+    max_cycles = (max(400_000, 1000 * n) if args.max_cycles is None else
+                  _num(args.max_cycles, "max-cycles", int, 1, MAX_CYCLES_LIMIT))
     block = get_block("chiplet")
     params = block.resolve(parse_sets(block, args.set))
     from fusionfabric.formats.chiplet import ChipletParams
@@ -106,17 +161,27 @@ def run(args):
         ChipletParams(**params)
     except (TypeError, ValueError) as exc:
         raise CliError(f"--set: {exc}") from None
+    if args.sim == "amaranth" and (burst or drops or pcs):
+        raise CliError("--burst, --link-drops, --lane-burst and --dark-lane need "
+                       "--sim icarus or verilator")
+    _check_survival(args, ber, params, pcs, lane_bursts)
+    _say_estimate(args.sim, n, max_cycles)
+    progress = {"auto": sys.stderr.isatty(), "on": True, "off": False}[args.progress]
     if args.sim == "amaranth":
-        if burst or drops or pcs:
-            raise CliError("--burst, --link-drops, --lane-burst and --dark-lane need "
-                           "--sim icarus or verilator")
-        from fusionfabric.tb.chiplet.amaranth_link import run_amaranth_link
-        stats = run_amaranth_link(params, (n + 1) // 2, ber, seed)
+        from fusionfabric.tb.chiplet import amaranth_link
+        with _request_bar(amaranth_link, 2 * ((n + 1) // 2), progress):
+            stats = amaranth_link.run_amaranth_link(params, (n + 1) // 2, ber, seed,
+                                                    max_cycles=max_cycles)
+        # the loop ends when everything is done or at max_cycles; a run that needed every
+        # allowed cycle counts as bounded (never a silent cut)
+        stats["max_cycles"] = max_cycles
+        stats["stopped_at_max_cycles"] = stats["cycles"] >= max_cycles
         return _print(args, stats, params, ber, seed, n)
     with tempfile.TemporaryDirectory() as tmp:
         stats_file = Path(tmp) / "stats.json"
         test_args = {"n": (n + 1) // 2, "ber": ber, "burst": burst, "link_drops": drops,
                      "stats_file": str(stats_file), "report_only": True,
+                     "max_cycles": max_cycles,
                      "stall": 200_000 + (dark_lane[1] if dark_lane else 0)}
         if pcs:
             from fusionfabric.tb.chiplet.harness import ChipletPcsPair
@@ -130,14 +195,143 @@ def run(args):
                        sim=args.sim, seed=seed, test_args=test_args,
                        name=f"cli-ber{ber:g}-n{n}-s{seed}")
         except runner.CocotbFailure as exc:
+            if f"exceeded max_cycles={max_cycles}" in str(exc):
+                # the testbench stops at the bound without a report (tb.chiplet.link.LinkTB
+                # .budget); what it has is its list of pending work, in the log
+                print(f"fusionfabric link: stopped at --max-cycles {max_cycles} before every "
+                      f"transaction completed (seed {seed}); no counts from the "
+                      f"testbench; pending work in the log: "
+                      f"{str(exc).splitlines()[0]}", file=sys.stderr)
+                return 1
             print(str(exc), file=sys.stderr)
             return 1
         stats = json.loads(stats_file.read_text())
+    stats["max_cycles"] = max_cycles
+    stats["stopped_at_max_cycles"] = False
     return _print(args, stats, params, ber, seed, n)
+
+
+def flit_survival(ber: float, params: dict, pcs: bool = False,
+                  lane_bursts: list | None = None) -> tuple[float, int]:
+    """``(probability a DL flit crosses the channel unhit, its bits on the wire)``.
+
+    A DL flit is ``dl_flit_slots(tl_per_dl)`` slots; the channel flips data bits (128 per
+    slot) at ``ber``, through the PCS lane bits (2 x 66 per slot, sync headers
+    included); with ``lane_bursts`` = ``[lo, hi, rate]`` a slot is hit with probability
+    ``rate`` (bursts per cycle)."""
+    from fusionfabric.formats.chiplet import SLOT_BITS, dl_flit_slots
+
+    slots = dl_flit_slots(int(params["tl_per_dl"]))
+    bits = slots * (132 if pcs else SLOT_BITS)
+    if lane_bursts is not None:
+        return (1.0 - float(lane_bursts[2])) ** slots, bits
+    return (1.0 - ber) ** bits, bits
+
+
+def _check_survival(args, ber, params, pcs, lane_bursts) -> None:
+    p, bits = flit_survival(ber, params, pcs, lane_bursts)
+    if p < MIN_SURVIVAL and not args.force:
+        raise CliError(f"--ber {args.ber}: a DL flit ({bits} bits on the wire) survives "
+                       f"with probability {p:.3g} < {MIN_SURVIVAL:g}, so the link would "
+                       f"do little but replay; --force runs it anyway")
+
+
+def estimate_seconds(sim: str, n: int, max_cycles: int) -> tuple[float, int]:
+    """``(seconds, cycles)``: the run-time estimate of ``n`` transactions (see
+    :data:`RATE_CYCLES_PER_S`), the cycles capped at ``max_cycles``."""
+    cycles = min(max_cycles, FIXED_CYCLES + CYCLES_PER_TRANSACTION * n)
+    return cycles / RATE_CYCLES_PER_S[sim], cycles
+
+
+def _say_estimate(sim, n, max_cycles) -> None:
+    from fusionfabric.commands._common import say_estimate
+    s, cycles = estimate_seconds(sim, n, max_cycles)
+    say_estimate("link", s, f"about {cycles:,} cycles at {RATE_CYCLES_PER_S[sim]:g} "
+                            f"cycles/s on {sim}, without the simulator build")
+
+
+class _request_bar:
+    """A tqdm bar of requests delivered while the Amaranth link runs.
+
+    ``run_amaranth_link`` takes no progress callback, so the bar counts the deliveries
+    its scoreboard sees: the module's scoreboard class is replaced for the run by a
+    subclass whose ``observe`` of the first board built (requests) moves the bar. Without
+    that class (another version of the testbench) the run goes on without a bar."""
+
+    def __init__(self, mod, total: int, enabled: bool):
+        self.mod, self.total, self.enabled = mod, total, enabled
+        self.bar = self.saved = None
+
+    def __enter__(self):
+        base = getattr(self.mod, "_Board", None)
+        if not self.enabled or base is None:
+            return self
+        from tqdm import tqdm
+        bar = self.bar = tqdm(total=self.total, unit="req", file=sys.stderr, leave=False)
+        first = []
+
+        class Board(base):
+            def __init__(self):
+                super().__init__()
+                first.append(self)
+
+            def observe(self, key, item):
+                before = self.delivered
+                super().observe(key, item)
+                if self is first[0] and self.delivered > before:
+                    bar.update(1)
+
+        self.saved = base
+        self.mod._Board = Board
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            self.mod._Board = self.saved
+        if self.bar is not None:
+            self.bar.close()
+        return False
+
+
+def events(stats: dict, sim: str, link_drops: int) -> list[tuple[str, str, int]]:
+    """One ``(key, label, count)`` per kind of event of a run's ``stats`` (see the module
+    docstring); labels say what each counter counts."""
+    sa, sb = stats.get("status_a") or {}, stats.get("status_b") or {}
+
+    def both(key):
+        return int(sa.get(key, 0)) + int(sb.get(key, 0))
+
+    if stats.get("pcs"):
+        hit = ("cycles_with_bit_errors", "cycles with bit errors injected (PCS lanes)")
+    elif link_drops:
+        hit = ("flits_hit_or_dropped", "DL flits hit by bit errors or lost in link drops")
+    else:
+        hit = ("flits_hit_by_bit_errors", "DL flits hit by bit errors")
+    out = [(*hit, int(stats["flits_hit"])),
+           ("crc_errors", "DL flits failing CRC (receivers)", int(stats["crc_errors"])),
+           ("flits_discarded", "good-CRC DL flits discarded (out of sequence or duplicate)",
+            both("seq_err") + both("dup")),
+           ("frame_errors", "DL flits cut short (framing errors)", both("frame_err"))]
+    if stats.get("pcs"):
+        out += [("pcs_lock_losses", "PCS lock losses (events)", int(stats["pcs_lock_losses"])),
+                ("pcs_relocks", "PCS relocks", int(stats["pcs_relocks"]))]
+    if "link_downs" in stats:
+        out += [("link_downs", "link downs (a chiplet left ACTIVE)", int(stats["link_downs"])),
+                ("link_recoveries", "link recoveries", int(stats["link_recoveries"]))]
+    out += [("replays", "replays (go-back-N rewinds)", int(stats["replays"])),
+            ("replay_timeouts", "replays started by the replay timer", int(stats["timeouts"])),
+            ("flits_resent", "data DL flits sent again", both("tx_replayed")),
+            ("undetected", "messages delivered corrupt (errors the CRC missed)",
+             int(stats["corrupt"]))]
+    return out
 
 
 def _print(args, stats, params, ber, seed, n):
     stats["requested"] = n
+    drops = int(getattr(args, "link_drops", 0) or 0)
+    ev = events(stats, args.sim, drops)
+    stats["events"] = {k: v for k, _, v in ev}
+    bounded = bool(stats.get("stopped_at_max_cycles"))
     if args.json:
         print(json.dumps(stats, indent=1))
     else:
@@ -152,16 +346,10 @@ def _print(args, stats, params, ber, seed, n):
             ("duplicates", stats["duplicates"]),
             ("corrupt", stats["corrupt"]),
             ("lost", stats["lost"]),
-            ("flits hit by errors", stats["flits_hit"]),
             *([("bursts injected (bits)", f"{stats['bursts']} ({stats['burst_bits']})")]
               if stats.get("bursts") else []),
             *([("dark-lane cycles", stats["dark_cycles"])] if stats.get("dark_cycles") else []),
-            *([("PCS lock losses (flits dropped, replayed)", stats["pcs_lock_losses"]),
-               ("PCS relocks", stats["pcs_relocks"])] if stats.get("pcs") else []),
-            ("CRC errors detected", stats["crc_errors"]),
-            ("replays (of which timeouts)", f"{stats['replays']} ({stats['timeouts']})"),
-            ("link downs (chiplet left ACTIVE)", stats.get("link_downs", "n/a")),
-            ("link recoveries", stats.get("link_recoveries", "n/a")),
+            *[(label, v) for _, label, v in ev],
             ("cycles", stats["cycles"]),
             ("goodput", f"{stats['goodput_bytes_per_cycle']:.2f} B/cycle both ways "
                         f"({100 * stats['goodput_fraction_of_slot_rate']:.1f}% of 2 x 16 B)"),
@@ -172,5 +360,10 @@ def _print(args, stats, params, ber, seed, n):
         w = max(len(r[0]) for r in rows)
         for k, v in rows:
             print(f"{k:<{w}}  {v}")
+    if bounded:
+        print(f"fusionfabric link: stopped at --max-cycles {stats['max_cycles']} before every "
+              f"transaction completed ({stats['delivered']} of {stats['sent']} requests "
+              f"delivered; seed {seed})", file=sys.stderr)
+        return 1
     bad = stats["duplicates"] + stats["corrupt"] + stats["lost"]
     return 0 if bad == 0 else 1
