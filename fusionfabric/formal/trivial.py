@@ -50,10 +50,11 @@ class TrivialHarness(Elaboratable):
         with m.Else():
             m.d.sync += zeros.eq(zeros + 1)
         m.d.comb += acc_b.eq((n * k)[:8])
-        m.d.comb += [Assert((ones + zeros)[:4] == steps), Assert(acc_a == acc_b)]
+        m.d.comb += [Assert((ones + zeros)[:4] == steps, "ones_plus_zeros_is_steps"), Assert(acc_a == acc_b, "sum_is_product")]
         if self.planted == "false":
-            m.d.comb += Assert(ones == 0)
-        m.d.comb += [Cover(b == 0), Cover(b == 1), Cover(k == 0), Cover(k == 255)]
+            m.d.comb += Assert(ones == 0, "b_never_high")
+        m.d.comb += [Cover(b == 0, "b_low"), Cover(b == 1, "b_high"),
+                     Cover(k == 0, "k_zero"), Cover(k == 255, "k_all_ones")]
         return m
 
 
@@ -63,5 +64,5 @@ register(Harness(
         "free input stuck at 0",
     build=lambda planted: TrivialHarness(planted),
     planted=PLANTED,
-    mode="prove", depth=3, cover_depth=4, fast=True,
+    mode="prove", depth=3, cover_depth=4, fast=True, cover_planted=("stuck",),
 ))
