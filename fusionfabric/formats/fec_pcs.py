@@ -17,11 +17,13 @@ from __future__ import annotations
 from fusionfabric.formats import fec as code
 from fusionfabric.formats.pcs import MARKERS_100G
 
-__all__ = ["LANE_COUNTS", "AM_SYMBOLS", "MARKER_MAX_BAD", "XBITS", "MSG_BITS",
+__all__ = ["LANE_COUNTS", "AM_PERIOD", "AM_SYMBOLS", "MARKER_MAX_BAD", "XBITS", "MSG_BITS",
            "BLOCKS_PER_CW", "check_params", "am_blocks", "marker_symbols", "marker_area"]
 
 #: FEC lane counts (each divides 544).
 LANE_COUNTS = (1, 2, 4, 8, 16)
+#: Default marker period in codewords (802.3 cl. 91: one marker group every 4096 codewords).
+AM_PERIOD = 4096
 #: Symbols of one lane's marker.
 AM_SYMBOLS = 8
 #: A marker still matches with this many of its 8 symbols wrong.
