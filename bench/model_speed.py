@@ -99,17 +99,26 @@ def one_point(n, cycles, jit):
 def booksim_speed(binary, cfg=BOOKSIM_CFG):
     """Run BookSim 2 on ``cfg``; simulated cycles (its "Time taken is N cycles") per wall
     second of the whole run, and its accepted rate."""
+    import resource
+
+    u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     c0 = time.perf_counter()
-    out = subprocess.run([str(binary), str(cfg)], capture_output=True, text=True,
-                         check=True).stdout
+    proc = subprocess.run([str(binary), str(cfg)], capture_output=True, text=True)
     wall = time.perf_counter() - c0
+    u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
+    out = proc.stdout
+    # BookSim's main returns -1 (status 255) when the simulation succeeds, 0 when it fails
+    if proc.returncode not in (0, 255) or "Overall Traffic Statistics" not in out:
+        raise RuntimeError(f"BookSim exited with {proc.returncode}: "
+                           f"{(proc.stderr or out).strip().splitlines()[-1:]}")
     m = re.findall(r"Time taken is (\d+) cycles", out)
     acc = re.findall(r"Accepted flit rate average = ([0-9.]+)", out)
     if not m:
         raise RuntimeError("BookSim printed no 'Time taken is N cycles'")
     cycles = int(m[-1])
-    return {"cycles": cycles, "wall": wall, "cps_wall": cycles / wall,
-            "accepted": float(acc[-1]) if acc else None}
+    return {"cycles": cycles, "wall": wall, "cpu": cpu, "cps_wall": cycles / wall,
+            "cps_cpu": cycles / cpu, "accepted": float(acc[-1]) if acc else None}
 
 
 def rtl_speed(sim, n, cycles, packets):
@@ -166,11 +175,13 @@ def main():
         try:
             b = booksim_speed(a.booksim)
             print(f"\nBookSim 2 ({a.booksim}, {BOOKSIM_CFG.relative_to(ROOT)}): "
-                  f"{b['cycles']} cycles in {b['wall']:.2f} s = {b['cps_wall']:,.0f} "
-                  f"cycles/s = {b['cps_wall'] * 72:.3g} port-cycles/s, accepted "
-                  f"{b['accepted']}; model one point / BookSim = "
-                  f"{rows[1]['pcps_wall'] / b['cps_wall']:.1f}x, model threads / BookSim = "
-                  f"{rows[0]['pcps_wall'] / b['cps_wall']:.1f}x")
+                  f"{b['cycles']} cycles in {b['wall']:.2f} s wall, {b['cpu']:.2f} s CPU = "
+                  f"{b['cps_wall']:,.0f} cycles/s wall ({b['cps_wall'] * 72:.3g} "
+                  f"port-cycles/s), {b['cps_cpu']:,.0f} per CPU second; accepted "
+                  f"{b['accepted']}")
+            print(f"model one point / BookSim = {rows[1]['pcps_wall'] / b['cps_wall']:.1f}x "
+                  f"wall, {rows[1]['pcps_cpu'] / b['cps_cpu']:.1f}x CPU; model threads "
+                  f"(10 points) / BookSim = {rows[0]['pcps_wall'] / b['cps_wall']:.1f}x wall")
         except Exception as exc:  # report, do not hide
             print(f"BookSim: failed: {str(exc).splitlines()[0]}")
     if a.no_rtl:
