@@ -12,9 +12,9 @@ HELP = "sweep offered load on the cycle-level switch+link model (BookSim-style s
 
 #: Speed of the model used for the run-time estimate: 107,040 sweep-point-cycles per
 #: second, one load point alone on a 72-port uniform sweep with the numba kernel, measured
-#: by ``bench/model_speed.py --cycles 20000`` on an idle machine (README, "Cycle-level
-#: model at 72 ports"). Batches of points run faster (188,703/s for 10 points), smaller
-#: switches about as fast (275,384 cycles/s at 8 ports), so the estimate errs long.
+#: by ``bench/model_speed.py --cycles 20000`` on an idle machine. On the shared machine
+#: under load the same bench measured 55,204 (README, "Cycle-level model at 72 ports"), so
+#: the estimate can be short by 2x there; batches of points run faster.
 POINT_CYCLES_PER_S = 107_040
 #: Hard limit on a sweep's size: points x (warm-up + sample + drain) cycles. 10**10
 #: point-cycles is about 26 hours at :data:`POINT_CYCLES_PER_S`.
