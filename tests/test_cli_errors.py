@@ -13,7 +13,6 @@
 """
 
 import json
-import math
 import re
 import sys
 from pathlib import Path

@@ -50,6 +50,8 @@ def _generate(out: Path) -> list[dict]:
 
 
 def _collect(start: float, sim: str) -> dict[str, dict]:
+    from fusionfabric.paths import build_root
+
     per_block: dict[str, dict] = {}
     for f in build_root().glob(f"rtl/*/{sim}*/runs/*/summary.json"):
         if f.stat().st_mtime < start:
@@ -68,7 +70,6 @@ def _collect(start: float, sim: str) -> dict[str, dict]:
 
 def run(args):
     from fusionfabric.extras import require
-    from fusionfabric.paths import build_root
 
     require("dev", "regress")
     tests = Path.cwd() / "tests"
