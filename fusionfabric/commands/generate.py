@@ -1,4 +1,12 @@
-"""``fusionfabric generate``: Verilog-2005 and a JSON port map for one block."""
+"""``fusionfabric generate``: Verilog-2005 and a JSON port map for one block.
+
+The Verilog starts with a `` `timescale`` line (``--timescale``, default ``1ns/1ps``;
+``--timescale none`` writes none). The port map (``FILE.ports.json``) lists every port with
+its direction and width, and the bit fields (offset, width, enum values) of every port whose
+declared shape is a data layout (:func:`fusionfabric.rtl.export.port_map`). With
+``--fusesoc`` a FuseSoC core is written beside them (:mod:`fusionfabric.fusesoc`), plus a
+self-checking Icarus testbench for the blocks that have one.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +30,12 @@ def add_arguments(p):
     p.add_argument("--name", default=None, metavar="TOP",
                    help="top module name (default: the block name, '-' replaced by '_')")
     p.add_argument("--fusesoc", action="store_true",
-                   help="also write a FuseSoC CAPI2 core FILE with suffix .core (needs -o)")
+                   help="also write a FuseSoC CAPI2 core FILE with suffix .core (needs -o), "
+                        "with targets default and lint, and sim for blocks with a testbench "
+                        "(bist-gen, bist-check: FILE_tb.v beside it)")
+    p.add_argument("--timescale", default="1ns/1ps", metavar="UNIT/PREC",
+                   help="the `timescale line the Verilog starts with (default 1ns/1ps; "
+                        "units 1, 10 or 100 of s, ms, us, ns, ps, fs; 'none': no line)")
 
 
 def list_blocks(out=None):
@@ -40,13 +53,19 @@ def list_blocks(out=None):
 
 def run(args):
     from fusionfabric.rtl.blocks import get_block, parse_sets
-    from fusionfabric.rtl.export import port_map, to_verilog
+    from fusionfabric.rtl.export import check_timescale, port_map, to_verilog
 
     if args.list:
         list_blocks()
         return 0
     if not args.block:
         raise CliError("generate: give a BLOCK or --list")
+    timescale = None
+    if args.timescale.strip().lower() != "none":
+        try:
+            timescale = check_timescale(args.timescale)
+        except ValueError as exc:
+            raise CliError(f"--timescale: {exc}") from None
     block = get_block(args.block)
     params = block.resolve(parse_sets(block, args.set))
     top = args.name or block.name.replace("-", "_")
@@ -59,21 +78,31 @@ def run(args):
         out = check_output(args.output, "-o")
         check_output(out.with_suffix(".ports.json"), "-o (port map)")
         if args.fusesoc:
+            from fusionfabric.fusesoc import has_testbench, testbench_path
             check_output(out.with_suffix(".core"), "-o (FuseSoC core)")
+            if has_testbench(block.name):
+                check_output(testbench_path(out), "-o (FuseSoC testbench)")
     component = block.build(**params)
-    text = to_verilog(component, top)
+    text = to_verilog(component, top, timescale=timescale)
     ports = port_map(component, top)
-    ports.update(block=block.name, params=params)
+    ports.update(block=block.name, params=params, timescale=timescale)
     if args.output:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         out.with_suffix(".ports.json").write_text(json.dumps(ports, indent=2) + "\n")
         print(f"wrote {out} and {out.with_suffix('.ports.json')}", file=sys.stderr)
         if args.fusesoc:
-            from fusionfabric.fusesoc import core_text
+            from fusionfabric.fusesoc import core_text, testbench_text
             core = out.with_suffix(".core")
+            tb_name = None
+            if has_testbench(block.name):
+                tb = testbench_path(out)
+                tb.write_text(testbench_text(block.name, params, ports,
+                                             timescale=timescale or "1ns/1ps"))
+                tb_name = tb.name
+                print(f"wrote {tb}", file=sys.stderr)
             core.write_text(core_text(block.name, params, out.name, top, doc=block.doc,
-                                      name=args.name and top))
+                                      name=args.name and top, testbench=tb_name))
             print(f"wrote {core}", file=sys.stderr)
     else:
         sys.stdout.write(text)

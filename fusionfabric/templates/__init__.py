@@ -1,0 +1,1 @@
+"""Text templates written beside generated Verilog (FuseSoC testbenches)."""
