@@ -8,7 +8,8 @@ while the link is failed (per-opcode counts), and the data-link escalation
 ``lost_after`` cycles without a good flit, silence for the hold-off, then retraining).
 Link runs (:mod:`fusionfabric.tb.chiplet.escalation`, two chiplets back to back) check
 the promises end to end with :class:`LinkLedger`: a permanently dark direction, a short
-outage, an always-corrupting channel.
+outage, an always-corrupting channel. They are soak runs (about 1 000 cycles of the pair,
+two minutes each on the shared machine): ``pytest -m soak tests/test_dl_escalation.py``.
 """
 
 import numpy as np
@@ -288,3 +289,91 @@ def test_link_lost_exactly_after_the_timeout():
     assert fails[0] - (last_good + 1) == p.fail_bounds()["lost"]
     assert all(b - a == p.holdoff + p.lost_after for a, b in zip(fails, fails[1:]))
     assert len(fails) >= 2 and tr[-1][4] == len(fails) and tr[-1][3] == 0
+
+
+# -- link runs (two chiplets) ----------------------------------------------------------------
+
+#: Small flits and short timers so that a run takes about a thousand cycles.
+LINK = dict(tl_per_dl=1, replay_depth=4, rx_credits=4, replay_timeout=30, replay_limit=3,
+            link_timeout=200, retrain_holdoff=20, cpl_timeout=300)
+LATENCY = 4
+
+
+def _slack(p):
+    """Flits in flight when a fault starts: one on the wire, one in each pipeline."""
+    return 2 * p.flit_slots + 2 * LATENCY + 8
+
+
+def _check_fail_times(res, p, start, seed):
+    """Both sides FAILED within the documented bounds after the fault started: a side with
+    unacknowledged flits by the replay limit (its acks stop progressing within a round trip
+    of the fault), any side by the link-lost timeout at the latest."""
+    fc = res["fail_cycles"]
+    b = p.fail_bounds()
+    for s in "ab":
+        assert fc[s] and start < fc[s][0] <= start + max(b["replay"], b["lost"]) + _slack(p), \
+            f"seed {seed}: {fc}"
+        st = res[f"status_{s}"]
+        if st["fail_replay"]:
+            assert fc[s][0] <= start + b["replay"] + _slack(p), f"seed {seed}: {fc}"
+        # while the fault lasts, it keeps failing and retrying: FAILED every
+        # hold-off + lost_after cycles (the bring-up never completes)
+        assert all(y - x == p.holdoff + p.lost_after
+                   for x, y in zip(fc[s][1:], fc[s][2:])), f"seed {seed}: {fc}"
+        assert len(fc[s]) >= 2 and st["failed"] == 1
+        assert st["failures"] == st["fail_replay"] + st["fail_lost"] == len(fc[s])
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("kind", ["dark", "corrupt"])
+def test_dead_direction_fails_and_every_request_completes(kind):
+    """A→B dark (nothing arrives) or corrupted (every flit fails its CRC) from cycle 150
+    on: both sides FAILED within the bounds (B by the link-lost timeout, A by the replay
+    limit), both keep retraining and failing; every request is delivered at most once and
+    in order, nothing after a gap; every non-posted request completes exactly once (OK only
+    if delivered, TIMEOUT otherwise); sent = delivered + refused + held. Completions are
+    one beat here (no READ: see docs/protocol.md on a READ_CPL cut by the failure)."""
+    from fusionfabric.tb.chiplet.escalation import run_fault_scenario
+    p = F.ChipletParams(**LINK)
+    seed, start = 3 if kind == "dark" else 4, 150
+    res = run_fault_scenario(LINK, 16, seed, [("ab", kind, start, None)], 950,
+                             latency=LATENCY,
+                             nonposted=(Opcode.WRITE, Opcode.ATOMIC_ADD))
+    _check_fail_times(res, p, start, seed)
+    acc = {s: res["ledgers"][s].check() for s in "ab"}
+    for s in "ab":
+        st = res[f"status_{s}"]
+        assert acc[s]["completions"]["timeout"] == st["cpl_timeouts"] >= 1, f"seed {seed}"
+        assert acc[s]["completions"]["error"] == st["cpl_refused"]
+        for op, k in acc[s]["refused_posted"].items():
+            assert st[f"failed_{op}"] == k
+    # A's requests after the fault never reached B: A's held tail is what A still holds
+    assert acc["a"]["held"] >= 1
+
+
+@pytest.mark.soak
+def test_short_outage_retrains_and_delivers_everything_once():
+    """A→B dark for 300 cycles (longer than the link-lost timeout): both sides fail,
+    retrain after the outage, and every request and completion is delivered exactly once,
+    in order (the accelerators hold new requests while ``failed`` is set, so nothing is
+    refused); the replay buffers are empty at the end."""
+    from fusionfabric.tb.chiplet.escalation import run_fault_scenario
+    params = dict(LINK, cpl_timeout=3000)
+    p = F.ChipletParams(**params)
+    seed, start, length = 5, 120, 300
+    res = run_fault_scenario(params, 10, seed, [("ab", "dark", start, start + length)], 1300,
+                             latency=LATENCY, hold_while_failed=True)
+    fc = res["fail_cycles"]
+    assert fc["a"] and fc["b"], f"seed {seed}: {fc}"
+    for s in "ab":
+        acc = res["ledgers"][s].check()
+        st = res[f"status_{s}"]
+        assert acc["sent"] == 10 and acc["delivered"] == 10 and acc["held"] == 0, \
+            f"seed {seed}: {acc}"
+        assert acc["completions"]["timeout"] == acc["completions"]["error"] == 0
+        assert st["state"] == LinkState.ACTIVE and st["failed"] == 0 and st["unacked"] == 0
+        assert st["late_cpl"] == 0 and st["failures"] >= 1
+        # back to ACTIVE within one link-lost period and a hold-off after the outage
+        back = next(i for i in range(start + length, len(res["trace"][s]))
+                    if res["trace"][s][i] == LinkState.ACTIVE)
+        assert back <= start + length + p.lost_after + p.holdoff + _slack(p)

@@ -41,8 +41,9 @@ class DataLinkTx(wiring.Component):
     **Fault escalation** (docs/protocol.md, "Fault escalation"). ``replay_limit`` rewinds
     (NAK or timer) without ack progress are allowed; the next rewind due puts the DL in
     FAILED instead (``o_fail_replay``). Once ``i_link_up`` has been high since reset, a
-    timer counts cycles without a good received flit (``i_rx_good``) in DOWN, INIT and
-    ACTIVE; at ``params.lost_after`` the DL goes FAILED (``o_fail_lost``). FAILED sends
+    timer counts cycles since the last good received flit (``i_rx_good``) taken while
+    ACTIVE, or since leaving FAILED, through DOWN, INIT and ACTIVE; at
+    ``params.lost_after`` the DL goes FAILED (``o_fail_lost``). FAILED sends
     nothing (a flit in progress is finished) for ``params.holdoff`` cycles, then goes DOWN
     and, with ``i_link_up`` high, INIT: the DL retrains by itself. Sequence numbers, the
     replay buffer and credits survive FAILED as they survive a link drop, so a retrain
@@ -237,7 +238,10 @@ class DataLinkTx(wiring.Component):
         # trailer header, sampled when the trailer is issued
         hdr = Signal(DL_HEADER.layout())
         seen = Signal()
-        is_init = state == LINK_INIT
+        # a flit finished after entering FAILED goes out as a bring-up flit without
+        # init_seen (``seen`` is cleared there), so a peer in bring-up never takes it for
+        # an active link
+        is_init = (state == LINK_INIT) | (state == LINK_FAILED)
         m.d.comb += [
             hdr.seq.eq(cur_seq), hdr.data.eq(cur_data), hdr.n_tl.eq(cur_ntl),
             hdr.vc.eq(cur_vcb), hdr.ack.eq(self.i_rx_expected), hdr.nak.eq(self.i_rx_nak),
@@ -374,14 +378,16 @@ class DataLinkTx(wiring.Component):
         with m.Else():
             m.d.sync += timer.eq(timer + 1)
 
-        # link-lost timer: cycles without a good flit, once the PHY has been up since reset
+        # link-lost timer: cycles without a good flit while ACTIVE, once the PHY has been up
+        # since reset; in DOWN and INIT it keeps counting (a bring-up that does not reach
+        # ACTIVE in time fails too, even while the peer's bring-up flits arrive)
         L = p.lost_after
         armed = Signal()
         lost = Signal(range(L + 1))
         lost_fire = Signal()
         with m.If(self.i_link_up):
             m.d.sync += armed.eq(1)
-        with m.If((state == LINK_FAILED) | ~armed | self.i_rx_good):
+        with m.If((state == LINK_FAILED) | ~armed | (self.i_rx_good & (state == LINK_ACTIVE))):
             m.d.sync += lost.eq(0)
         with m.Elif(lost == L - 1):       # never above (lint-clean at L = 1)
             m.d.sync += lost.eq(0)
