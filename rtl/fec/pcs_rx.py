@@ -13,6 +13,7 @@ from fusionfabric.formats.fec_pcs import (AM_PERIOD, BLOCKS_PER_CW, XBITS, am_bl
 from fusionfabric.formats.pcs import KNOWN_TYPES, WORD, BlockType, control_word
 from fusionfabric.rtl.fec.decoder import RsDecoder
 from fusionfabric.rtl.fec.deskew import Deskew
+from fusionfabric.rtl.fec.keyeq import RiBM
 from fusionfabric.rtl.fec.lock import HUNT_PERIODS, ID_BITS, LOSS_LIMIT, LaneLock
 from fusionfabric.rtl.hdl import popcount
 
@@ -93,7 +94,8 @@ class FecPcsRx(wiring.Component):
        codeword's blocks, and the first block after it, become four ``ERROR`` control
        words each, as the model delivers them;
     6. the words are packed into rows of ``n_words``, ``o_data.valid`` high when a row is
-       there (no back pressure).
+       there (no back pressure). Words short of a whole row when the link drops wait in
+       the row buffer and are discarded when the next alignment's first block arrives.
 
     A lane losing lock drops ``o_link_up``; the codeword being fed is completed (decoded
     and counted but not delivered) and delivery stops until the lanes align again (at the
@@ -132,8 +134,21 @@ class FecPcsRx(wiring.Component):
 
     Timing
     ------
-    See :attr:`latency` (first lane symbol of a codeword on ``i_lanes`` to the row that
-    holds its first delivered word; measured by the tests) and :attr:`lock_cycles`.
+    :attr:`latency` = ``ceil(8 / S) + decoder latency + 544 / P + 3`` cycles from the
+    cycle a codeword's first symbol is on ``i_lanes`` (of the latest lane) to the row with
+    its first delivered word on ``o_data``: the lane-beat delay ``ceil(8 / S)``, the deskew
+    buffer (1), the decoder (``544 / P + 33``, or ``+ 3`` with ``bypass_correction``),
+    the rest of the codeword (``544 / P - 1``: its decode status comes on its last beat),
+    status buffer, row buffer and output register (3). At P = 8: 176 cycles (``S`` = 2),
+    174 (``S`` = 4), 173 (``S`` = 8).
+    :attr:`lock_cycles` = ``am_period * 544 / P + ceil(8 / S) + 1``: the cycle in which
+    ``o_link_up`` is first high when every lane's first marker codeword starts in cycle 0
+    (the second marker confirms the lock; no bit slip, no skew). The first row comes
+    :attr:`latency` cycles after that second marker codeword's first symbol. A lane at a
+    wrong bit offset adds ``HUNT_PERIODS * am_period * 544 / P + ceil(7 / S) + 3``
+    cycles per bit slip it needs (up to 9).
+    Throughput: every codeword, ``544 / P`` cycles each, at line rate; rows come in
+    bursts after each codeword's last beat (the block buffer holds two codewords).
     """
 
     def __init__(self, n_lanes: int = 2, symbols: int = 8, n_words: int = 2,
@@ -161,6 +176,11 @@ class FecPcsRx(wiring.Component):
         self.S = symbols // n_lanes
         self.B = code.N // symbols
         self.n_am = am_blocks(n_lanes)
+        lane_delay = -(-8 // self.S)
+        #: First lane symbol of a codeword to the row with its first word, in cycles.
+        self.latency = lane_delay + self._decoder_latency() + self.B + 3
+        #: Cycle of the first ``o_link_up`` on clean lanes whose first marker is at cycle 0.
+        self.lock_cycles = am_period * self.B + lane_delay + 1
         cw = counter_width
         super().__init__({
             "i_lanes": In(SB * self.S).array(n_lanes),
@@ -175,6 +195,10 @@ class FecPcsRx(wiring.Component):
             "o_symbol_errors": Out(cw).array(n_lanes),
             "o_relocks": Out(cw),
         })
+
+    def _decoder_latency(self) -> int:
+        """:attr:`RsDecoder.latency` (checked when the decoder is built)."""
+        return self.B - 1 + (1 if self.bypass_correction else RiBM.LATENCY) + 3
 
     def elaborate(self, platform):
         m = Module()
@@ -202,6 +226,7 @@ class FecPcsRx(wiring.Component):
         # ---- codeword beats into the decoder -------------------------------------------------
         m.submodules.decoder = dec = RsDecoder(P, bypass_correction=self.bypass_correction,
                                                counter_width=self.counter_width)
+        assert dec.latency == self._decoder_latency()
         beat = Signal(SB * P)
         for k in range(n):
             for j in range(S):
@@ -284,20 +309,23 @@ class FecPcsRx(wiring.Component):
         hist = Signal(58)
         ext = Cat(hist, blk1)
         blk2 = Signal(XBITS)
-        v2, first2, last2 = Signal(), Signal(), Signal()
+        v2, first2, last2, start2 = Signal(), Signal(), Signal(), Signal()
+        primed = Signal()             # the priming block went by, its successor not yet
         m.d.sync += v2.eq(v1 & ~prime1)
         with m.If(v1):
             m.d.sync += [hist.eq(blk1[XBITS - 58:]),
                          blk2.eq(blk1 ^ ext[19:19 + XBITS] ^ ext[0:XBITS]),
-                         first2.eq(first1), last2.eq(last1)]
+                         first2.eq(first1), last2.eq(last1), start2.eq(primed & ~prime1),
+                         primed.eq(prime1)]
         words, _ = detranscode(m, blk2)
 
         # ---- block buffer and codeword status ----------------------------------------------
         WB = 65
-        m.submodules.blocks = blocks = fifo.SyncFIFO(width=4 * WB + 2,
+        m.submodules.blocks = blocks = fifo.SyncFIFO(width=4 * WB + 3,
                                                      depth=2 * BLOCKS_PER_CW + 8)
         m.submodules.status = status = fifo.SyncFIFO(width=1, depth=4)
-        m.d.comb += [blocks.w_data.eq(Cat(*[Cat(d, c) for d, c in words], first2, last2)),
+        m.d.comb += [blocks.w_data.eq(Cat(*[Cat(d, c) for d, c in words], first2, last2,
+                                          start2)),
                      blocks.w_en.eq(v2),
                      status.w_data.eq(out.uncorrectable),
                      status.w_en.eq(ov & out.last & tag_deliver)]
@@ -310,10 +338,13 @@ class FecPcsRx(wiring.Component):
         rest = Signal(range(W + 1))
         take = Signal()
         prev_bad = Signal()
-        m.d.comb += [emit.eq(fill >= nw), rest.eq(Mux(emit, fill - nw, fill)),
+        r_first, r_last, r_start = (blocks.r_data[4 * WB], blocks.r_data[4 * WB + 1],
+                                    blocks.r_data[4 * WB + 2])
+        # a session's first block drops a partial row left from the previous session
+        m.d.comb += [emit.eq(fill >= nw),
+                     rest.eq(Mux(blocks.r_rdy & r_start, 0, Mux(emit, fill - nw, fill))),
                      take.eq(blocks.r_rdy & status.r_rdy & (rest + 4 <= W)),
                      blocks.r_en.eq(take)]
-        r_first, r_last = blocks.r_data[4 * WB], blocks.r_data[4 * WB + 1]
         bad = Signal()
         m.d.comb += bad.eq(status.r_data[0] | (r_first & prev_bad))
         m.d.comb += status.r_en.eq(take & r_last)
