@@ -308,8 +308,9 @@ class ChipletParams:
         ``replay``: FAILED at most this many cycles after the last ack progress while flits
         are unacknowledged and no rewind makes progress (``replay_limit`` rewinds, then the
         next one due: each comes within one replay timeout of the previous).
-        ``lost``: FAILED exactly this many cycles after the last good flit received (once
-        the PHY has been up since reset). ``retrain``: cycles from entering FAILED to
+        ``lost``: FAILED exactly this many cycles after the last good flit received while
+        ACTIVE, or after leaving FAILED (once the PHY has been up since reset), whatever
+        the state meanwhile (DOWN, INIT or ACTIVE). ``retrain``: cycles from entering FAILED to
         sending bring-up flits again (hold-off, then DOWN one cycle). ``cpl``: a non-posted
         request accepted on ``i_req`` completes with TIMEOUT at most this many cycles later
         if no completion came (timer plus one scan of the 256 tags plus the error
