@@ -4,7 +4,7 @@ Each unplanted harness must PASS (proof and covers); each planted bug must FAIL 
 counterexample VCD naming the property it breaks. The trivial harness shows the flow can
 fail at all and that a free input tied to a constant is caught (VACUOUS, not PASS).
 Fast runs (each well under a minute) run here; the deep ones (PCS lock: 82-step BMC for
-its bugs and covers; the reduction unit: 32-step BMC) are ``soak``. Each run uses its own
+its covers; the reduction unit: 22-step BMC, 2 minutes) are ``soak``. Each run uses its own
 build directory under pytest's tmp_path, so runs may go in parallel (-n 2).
 """
 

@@ -18,7 +18,8 @@ contribution to ``(g, c)`` was handed over since the last result (a contribution
 its ``i_contrib`` handshake, when the group entry is ``E``).
 
 Properties (bounded: every cycle up to :data:`DEPTH` steps from reset; the pipeline, the
-ready FIFO and a stalled output make the state too deep for induction):
+ready FIFO and a stalled output make the state too deep for induction, and BMC steps past
+22 take minutes each):
 
 1. a RESULT flit for ``(g, c)`` leaves only when the record holds every member of ``E``
    (each member counted, none missing), and carries ``E``'s members, mode and root;
@@ -45,7 +46,7 @@ from fusionfabric.rtl.reduce.unit import ReductionUnit
 from .flow import Harness, driven_signals, register
 
 N_PORTS = 3
-DEPTH = 32
+DEPTH = 22
 
 PLANTED = {
     "dup-summed": "a duplicate contribution is counted as a new one (summed twice)",
