@@ -46,9 +46,11 @@ class LaneLock(wiring.Component):
     States:
 
     - **hunt**: on a hit, remember ``(j, id)`` and go to *candidate*. ``HUNT_PERIODS``
-      marker periods plus ``K + 2`` cycles after the last slip without a lock, slip one bit
-      (``slip`` + 1 mod 10) and hunt again; ten slips cover every bit offset of a symbol,
-      the ``S`` window ends every symbol offset of a word.
+      marker periods plus ``K + 2`` cycles after the last slip (or the lock loss) without
+      a lock, slip one bit (``slip`` + 1 mod 10: one more bit of delay) and hunt again;
+      ten slips cover every bit offset of a symbol, the ``S`` window ends every symbol
+      offset of a word. A lane whose markers come back within that time after a lock
+      loss relocks at the same bit offset.
     - **candidate**: exactly one marker period later (``am_period * 544 / n_lanes`` symbols
       = ``am_period * 544 / P`` cycles, the same ``j``) the window at ``j`` must match the
       same id: then *locked*. Otherwise a hit in that cycle is the new candidate, or the
