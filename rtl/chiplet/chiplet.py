@@ -195,5 +195,6 @@ class Chiplet(wiring.Component):
 #: module) checks besides the derived ones: the smallest timeouts, where a comparison
 #: against ``timeout - 1`` must not become constant (Verilator UNSIGNED, docs/lint.md).
 LINT_PARAMS = {
-    "chiplet": [{"replay_timeout": 1, "close_timeout": 1}],
+    "chiplet": [{"replay_timeout": 1, "close_timeout": 1},
+                {"replay_limit": 1, "link_timeout": 1, "retrain_holdoff": 1, "cpl_timeout": 1}],
 }
