@@ -61,6 +61,28 @@ def test_core_is_valid_capi2(tmp_path, capsys, kit_block):
     assert f"module kit_increment(" in v.read_text()
 
 
+def test_bist_cores_get_a_sim_target(tmp_path, capsys):
+    v = tmp_path / "ip" / "gen.v"
+    _generate(tmp_path, capsys, "bist-gen", "-o", str(v), "--fusesoc")
+    core = yaml.safe_load(v.with_suffix(".core").read_text())
+    assert core["filesets"]["tb"] == {"files": ["gen_tb.v"], "file_type": "verilogSource"}
+    sim = core["targets"]["sim"]
+    assert sim["filesets"] == ["rtl", "tb"] and sim["toplevel"] == "ff_tb"
+    assert sim["default_tool"] == "icarus"
+    assert core["targets"]["lint"]["filesets"] == ["rtl"]   # the testbench is not linted
+    tb = (tmp_path / "ip" / "gen_tb.v").read_text()
+    assert tb.startswith("`timescale 1ns/1ps\n") and "module ff_tb;" in tb
+    assert "bist_gen dut(" in tb and '$display("PASS' in tb and "$fatal" in tb
+
+
+def test_other_cores_have_no_sim_target(tmp_path, capsys, kit_block):
+    v = tmp_path / "k.v"
+    _generate(tmp_path, capsys, "kit-increment", "-o", str(v), "--fusesoc")
+    core = yaml.safe_load(v.with_suffix(".core").read_text())
+    assert set(core["targets"]) == {"default", "lint"} and "tb" not in core["filesets"]
+    assert not (tmp_path / "k_tb.v").exists()
+
+
 def test_core_named_after_top_when_renamed(tmp_path, capsys, kit_block):
     v = tmp_path / "k.v"
     _generate(tmp_path, capsys, "kit-increment", "--name", "inc5", "-o", str(v), "--fusesoc")
