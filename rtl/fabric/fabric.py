@@ -75,6 +75,7 @@ class Fabric(wiring.Component):
     latency : int
         Cable delay in cycles (register stages in each lane).
     tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
+    replay_limit, link_timeout, retrain_holdoff, cpl_timeout : int
         Chiplet parameters (``fusionfabric.rtl.chiplet``), the same on both sides of every link;
         kept as one :class:`~fusionfabric.formats.chiplet.ChipletParams`, ``self.chiplet_params``.
     depth, iterations, out_depth, n_groups, n_chunks : int
@@ -122,7 +123,9 @@ class Fabric(wiring.Component):
                  tl_per_dl: int = 4, replay_depth: int = 8, rx_credits: int = 16,
                  replay_timeout: int = 0, close_timeout: int = 8, depth: int = 16,
                  iterations: int = 0, out_depth: int = 4, n_groups: int = 16,
-                 n_chunks: int = 16, result_timeout: int = 8, fault_seed: int = 1):
+                 n_chunks: int = 16, result_timeout: int = 8, fault_seed: int = 1,
+                 replay_limit: int = 16, link_timeout: int = 0, retrain_holdoff: int = 0,
+                 cpl_timeout: int = 65536):
         if not isinstance(n_endpoints, int) or not 2 <= n_endpoints <= 128:
             raise ValueError(f"n_endpoints={n_endpoints!r} must be an integer in 2..128")
         if n_lanes != 2:
@@ -137,6 +140,10 @@ class Fabric(wiring.Component):
         self.chiplet_params = ChipletParams(tl_per_dl=tl_per_dl, replay_depth=replay_depth,
                                             rx_credits=rx_credits,
                                             replay_timeout=replay_timeout,
+                                            replay_limit=replay_limit,
+                                            link_timeout=link_timeout,
+                                            retrain_holdoff=retrain_holdoff,
+                                            cpl_timeout=cpl_timeout,
                                             close_timeout=close_timeout)
         self.n_endpoints = n_endpoints
         self.n_lanes = n_lanes
