@@ -11,7 +11,7 @@ JOBS   ?= auto
 SIM    ?= icarus
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all test demo venv sims lint synth bench coverage clean distclean help
+.PHONY: all test demo venv sims lint synth bench coverage clean distclean help soak formal
 
 all: test
 
@@ -22,6 +22,7 @@ help:
 	@echo "make synth     FPGA report table (yowasp yosys + nextpnr)"
 	@echo "make bench     the benchmarks in bench/"
 	@echo "make soak      the long randomized runs left out of CI"
+	@echo "make formal    every formal proof and planted bug (docs/formal.md)"
 
 $(STAMP): pyproject.toml setup.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
@@ -53,6 +54,10 @@ test: sims
 
 soak: sims
 	$(PY) -m pytest -n $(JOBS) -m soak
+
+# every formal harness and planted bug, fast and slow (make test runs the fast ones)
+formal: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) tests/test_formal.py
 
 # make demo runs the CLI defaults: the 8-endpoint fabric on Verilator (docs/demo.md).
 # Other sizes or simulators: make demo DEMO_ARGS="--sim icarus --elems 512 --tokens 16 --d-model 64"

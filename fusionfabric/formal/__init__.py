@@ -16,8 +16,8 @@ Harnesses (one module each, registered in :data:`fusionfabric.formal.flow.HARNES
     :class:`fusionfabric.rtl.pcs.lock.BlockLock` against a reference of IEEE 802.3
     Figure 49-12 written in the harness.
 ``reduce``
-    :class:`fusionfabric.rtl.reduce.unit.ReductionUnit`: each chunk's result once, every
-    member counted once.
+    :class:`fusionfabric.rtl.reduce.unit.ReductionUnit`: each chunk's result emitted once,
+    and only after every member's first contribution (bounded, 22 steps).
 
 See docs/formal.md and ``fusionfabric formal BLOCK [--planted BUG]``.
 """
