@@ -140,7 +140,6 @@ class CompletionTracker(wiring.Component):
         q_op = q.r_data[TAG_BITS:TAG_BITS + 4]
         q_len = q.r_data[TAG_BITS + 4:TAG_BITS + 6]
         q_ref = q.r_data[TAG_BITS + 6]
-        err_beat = data.View(beat_slots_layout(), self.o_rsp.payload.as_value())
         err_hdr = Signal(beat_slots_layout())
         rsp_op = Mux(q_op == Opcode.READ, Opcode.READ_CPL,
                      Mux(q_op == Opcode.WRITE, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK))
@@ -151,19 +150,24 @@ class CompletionTracker(wiring.Component):
         err_beats = Signal(5)
         m.d.comb += err_beats.eq(data_slots(rsp_op, q_len))
 
-        def pass_beat():
-            m.d.comb += [self.o_rsp.valid.eq(self.i_cpl.valid),
-                         self.o_rsp.payload.eq(cpl),
-                         self.i_cpl.ready.eq(self.o_rsp.ready)]
-
-        def err_out():
-            m.d.comb += [self.o_rsp.valid.eq(1), err_beat.eq(err_hdr)]
+        # The handshake signals are plain expressions (continuous assignments in Verilog),
+        # not assignments inside the mode switch: Icarus never runs an ``always @*`` whose
+        # inputs keep their time-0 values, which would leave o_rsp.valid at X after reset.
+        take_err = Signal()
+        m.d.comb += take_err.eq(q.r_rdy & (prefer_err | ~self.i_cpl.valid))
+        idle = mode == 0
+        err_mode = (mode == 3) | (idle & take_err)
+        pass_mode = (mode == 1) | (idle & ~take_err & self.i_cpl.valid & is_out)
+        drop_mode = (mode == 2) | (idle & ~take_err & self.i_cpl.valid & ~is_out)
+        m.d.comb += [
+            self.o_rsp.valid.eq(err_mode | (pass_mode & self.i_cpl.valid)),
+            self.o_rsp.payload.eq(Mux(err_mode, err_hdr.as_value(), cpl.as_value())),
+            self.i_cpl.ready.eq((pass_mode & self.o_rsp.ready) | drop_mode),
+        ]
 
         with m.Switch(mode):
             with m.Case(0):
-                take_err = q.r_rdy & (prefer_err | ~self.i_cpl.valid)
                 with m.If(take_err):
-                    err_out()
                     with m.If(self.o_rsp.ready):
                         m.d.sync += prefer_err.eq(0)
                         with m.If(err_beats > 1):
@@ -171,31 +175,26 @@ class CompletionTracker(wiring.Component):
                         with m.Else():
                             m.d.comb += q.r_en.eq(1)
                 with m.Elif(self.i_cpl.valid & is_out):
-                    pass_beat()
                     with m.If(self.o_rsp.ready):
                         m.d.comb += [delivering.eq(1), deliver_tag.eq(cpl.tag)]
                         m.d.sync += prefer_err.eq(1)
                         with m.If(cpl_beats > 1):
                             m.d.sync += [mode.eq(1), left.eq(cpl_beats - 1)]
                 with m.Elif(self.i_cpl.valid):
-                    m.d.comb += self.i_cpl.ready.eq(1)
                     sat_inc(m, late, 1)
                     with m.If(cpl_beats > 1):
                         m.d.sync += [mode.eq(2), left.eq(cpl_beats - 1)]
             with m.Case(1):
-                pass_beat()
                 with m.If(self.i_cpl.valid & self.o_rsp.ready):
                     m.d.sync += left.eq(left - 1)
                     with m.If(left == 1):
                         m.d.sync += mode.eq(0)
             with m.Case(2):
-                m.d.comb += self.i_cpl.ready.eq(1)
                 with m.If(self.i_cpl.valid):
                     m.d.sync += left.eq(left - 1)
                     with m.If(left == 1):
                         m.d.sync += mode.eq(0)
             with m.Case(3):
-                err_out()
                 with m.If(self.o_rsp.ready):
                     m.d.sync += left.eq(left - 1)
                     with m.If(left == 1):
