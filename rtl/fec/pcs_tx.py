@@ -142,7 +142,8 @@ class FecPcsTx(wiring.Component):
         Lane ``k``'s next ``S`` symbols every cycle: codeword position ``bP + k + j
         n_lanes`` in bits ``10j .. 10j+9`` (symbol bit 0 first on the wire).
     o_codewords : Out(32)
-        Codewords sent (saturating).
+        Codewords sent (saturating), counted in the cycle after a codeword's last beat
+        was on ``o_lanes``.
 
     Timing
     ------
@@ -153,8 +154,10 @@ class FecPcsTx(wiring.Component):
     codeword every ``544 / P`` cycles, with no gap. ``i_data.ready`` depends only on the
     cycle number since reset (never on ``valid``). A row taken at cycle ``t`` is in the
     buffer at ``t + 1``; its block is transcoded the cycle before the beat that starts
-    sending it, and that beat reaches ``o_lanes`` 2 cycles later; the wait in the buffer
-    varies with the codeword schedule (marker areas and parity beats take no words).
+    sending it, and that beat reaches ``o_lanes`` 2 cycles later, so a row's first symbol
+    is on a lane 4 or more cycles after its handshake; the wait in the buffer varies with
+    the codeword schedule (marker areas and parity beats take no words): 5 to 12 cycles
+    measured for n_lanes=2, P=8, n_words=2, and 5 to 11 for n_lanes=4, P=16, n_words=4.
     """
 
     def __init__(self, n_lanes: int = 2, symbols: int = 8, n_words: int = 2,
