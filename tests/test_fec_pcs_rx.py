@@ -309,12 +309,12 @@ def test_bit_slip(slip_bits):
     right bit offset, locks, the link comes up, and the words from the lock on are the
     transmitted ones."""
     n, P, am, seed = 2, 8, 2, 31
-    rng, tx, words = transmitted(n, am, 5, seed)
+    slips = (10 - slip_bits % 10) % 10            # the receiver delays by 1 bit per slip
+    rng, tx, words = transmitted(n, am, 5 + (HUNT_PERIODS + 1) * slips, seed)
     dut = FecPcsRx(n, P, 2, am, bypass_correction=True)
     bits = [fec.symbol_bits(tx.lanes[p]) for p in range(n)]
     bits[1] = np.concatenate([rng.integers(0, 2, slip_bits, dtype=np.uint8), bits[1]])
     lw = [lane_words(b, dut.S) for b in bits]
-    slips = (10 - slip_bits % 10) % 10            # the receiver delays by 1 bit per slip
     hunt = HUNT_PERIODS * am * dut.B
     up_by = slips * (hunt + 10) + 3 * am * dut.B
     run = Run(dut, lw, up_by + dut.latency + 2 * dut.B, until_words=40)

@@ -145,8 +145,8 @@ class FecPcsRx(wiring.Component):
     ``o_link_up`` is first high when every lane's first marker codeword starts in cycle 0
     (the second marker confirms the lock; no bit slip, no skew). The first row comes
     :attr:`latency` cycles after that second marker codeword's first symbol. A lane at a
-    wrong bit offset adds ``HUNT_PERIODS * am_period * 544 / P + ceil(7 / S) + 3``
-    cycles per bit slip it needs (up to 9).
+    wrong bit offset slips every ``HUNT_PERIODS * am_period * 544 / P + ceil(7 / S) + 4``
+    cycles (up to 9 slips), then locks as above (within two more marker periods).
     Throughput: every codeword, ``544 / P`` cycles each, at line rate; rows come in
     bursts after each codeword's last beat (the block buffer holds two codewords).
     """
