@@ -114,12 +114,13 @@ def check_tx(n_lanes, P, n_words, am_period, seed, periods=2, idle_rerun=0):
 
 # (n_lanes, P, n_words, am_period). The marker area takes 1, 1, 2 and 3 slots for 1, 2, 4
 # and 8 lanes. The quick set is two designs (each elaborates an RS encoder, seconds of
-# simulator compile); the soak set covers every lane count, P = 4, 8 and 16, n_words 1..4
-# and marker periods 2..4.
-FAST = [(8, 8, 2, 2), (4, 16, 4, 2)]
+# simulator compile): 8 lanes at P = 8 (start delay 0) and 2 lanes at P = 16 with 3 words
+# per row (start delay 2, plan()). The soak set covers every lane count, P = 4, 8 and 16,
+# n_words 1..4, marker periods 2..4 and start delays 0..2.
+FAST = [(8, 8, 2, 2), (2, 16, 3, 2)]
 SOAK = [(1, 8, 2, 2), (2, 8, 2, 3), (8, 8, 4, 2), (1, 8, 4, 3), (2, 8, 3, 2), (4, 8, 2, 4),
-        (4, 8, 4, 3), (8, 8, 3, 4), (4, 16, 3, 3), (8, 16, 4, 2), (16, 16, 3, 2),
-        (1, 4, 1, 2)]
+        (4, 8, 4, 3), (8, 8, 3, 4), (4, 16, 4, 2), (4, 16, 3, 3), (8, 16, 4, 2),
+        (16, 16, 3, 2), (1, 16, 4, 2), (1, 4, 1, 2)]
 
 
 def seed_of(n_lanes, P, n_words, am_period):
@@ -188,6 +189,9 @@ def test_bad_parameters(kwargs, name):
 
 
 def test_plan_small():
-    """The word buffer stays small for the usual rates (K blocks per cycle, C words)."""
-    assert plan(2, 8, 2, 4096)[:2] == (1, 4)
-    assert plan(4, 16, 3, 4096)[:2] == (1, 10)
+    """The word buffer stays small for the usual rates (K blocks per cycle, C words, D
+    start delay), and the quick set covers a start delay."""
+    assert plan(2, 8, 2, 4096) == (1, 4, 0)
+    assert plan(4, 16, 3, 4096) == (1, 10, 0)
+    assert plan(2, 16, 3, 2) == (1, 10, 2)
+    assert plan(1, 16, 4, 2) == (1, 8, 1)

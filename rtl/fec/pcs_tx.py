@@ -147,8 +147,9 @@ class FecPcsTx(wiring.Component):
 
     Timing
     ------
-    After reset the gearbox waits ``D`` cycles (``self.start_delay``, 0 unless the first
-    beat needs data) for the word buffer to fill; from cycle ``first_beat_cycle = D + 2``
+    After reset the gearbox waits ``D`` cycles (``self.start_delay``: the smallest delay
+    for which the buffer never runs dry, from :func:`plan`; 0 when the first beats send
+    only the marker area, e.g. P = 8) for the word buffer to fill; from cycle ``first_beat_cycle = D + 2``
     (``self.first_beat_cycle``; cycle 0 is the first after reset, the lanes are 0 before)
     ``o_lanes`` carries codeword 0 (a marker codeword) and then one beat every cycle, a
     codeword every ``544 / P`` cycles, with no gap. ``i_data.ready`` depends only on the
