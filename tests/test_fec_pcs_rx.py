@@ -327,10 +327,11 @@ def test_bit_slip(slip_bits):
 
 
 # ---- dark and garbage lanes ------------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["dark", "random", "one_dark"])
+@pytest.mark.parametrize("kind", ["dark", "random", "one_dark", "same_id"])
 def test_dark_garbage(kind):
-    """All-zero lanes, random bits, or one good lane and one dark: nothing delivered, no
-    link, no codeword; am_lock and lane ids as the model's lane map."""
+    """All-zero lanes, random bits, one good lane and one dark, or the same lane twice (ids
+    not a permutation): nothing delivered, no link, no codeword; am_lock and lane ids as
+    the model's lane map."""
     n, P, am, seed = 2, 8, 2, 41
     rng, tx, _ = transmitted(n, am, 2, seed)
     cycles = 2 * am * (N // P) + 20
@@ -339,8 +340,10 @@ def test_dark_garbage(kind):
         syms = [np.zeros(cycles * S, np.int64) for _ in range(n)]
     elif kind == "random":
         syms = [rng.integers(0, 1024, cycles * S) for _ in range(n)]
-    else:
+    elif kind == "one_dark":
         syms = [tx.lanes[0][:cycles * S], np.zeros(cycles * S, np.int64)]
+    else:
+        syms = [tx.lanes[1][:cycles * S], tx.lanes[1][:cycles * S]]
     ref = fec_pcs.receive(syms, n, am)
     assert ref.data.size == 0 and not ref.counters.aligned
     dut = FecPcsRx(n, P, 2, am, bypass_correction=True)
