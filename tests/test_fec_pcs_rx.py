@@ -205,7 +205,8 @@ def corrupt(rng, lanes, n, first_cw, schedule):
             continue
         if kind == "bits":
             lane = int(rng.integers(n))
-            start = cw * chunk * 10 + int(rng.integers(1, 10)) + 10 * int(rng.integers(chunk - k // 10 - 2))
+            start = cw * chunk * 10 + int(rng.integers(1, 10)) \
+                + 10 * int(rng.integers(chunk - k // 10 - 2))
             bits = fec.symbol_bits(lanes[lane])
             bits[start:start + k] ^= rng.integers(0, 2, k, dtype=np.uint8) | \
                 np.r_[1, np.zeros(k - 2, np.uint8), 1].astype(np.uint8)   # both ends flipped
@@ -421,7 +422,8 @@ def test_slip_after_lock():
 
 
 def test_bad_params():
-    for kwargs, name in [(dict(n_lanes=3), "n_lanes=3"), (dict(symbols=32, n_words=5), "symbols=32"),
+    for kwargs, name in [(dict(n_lanes=3), "n_lanes=3"),
+                         (dict(symbols=32, n_words=5), "symbols=32"),
                          (dict(n_words=1), "n_words=1"), (dict(am_period=1), "am_period=1"),
                          (dict(am_period=2, max_skew=272), "max_skew=272"),
                          (dict(counter_width=0), "counter_width=0")]:

@@ -8,7 +8,7 @@ starts a beat), and says which beats start a marker codeword.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

@@ -17,7 +17,7 @@ from fusionfabric.rtl.fec.keyeq import RiBM
 from fusionfabric.rtl.fec.lock import HUNT_PERIODS, ID_BITS, LOSS_LIMIT, LaneLock
 from fusionfabric.rtl.hdl import popcount
 
-__all__ = ["FecPcsRx", "detranscode", "MAX_SYMBOLS"]
+__all__ = ["FecPcsRx", "detranscode", "MAX_SYMBOLS", "LOSS_LIMIT", "HUNT_PERIODS"]
 
 SB = code.M
 #: Largest P: the block extractor takes at most one 257-bit block per beat (10 P <= 257).
