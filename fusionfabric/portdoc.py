@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MARK", "render_table", "port_entry", "update", "DOCS", "main"]
+__all__ = ["MARK", "render_table", "port_entry", "update", "disown", "DOCS", "main"]
 
 #: The opening marker: block, port and optional KEY=VALUE parameters.
 MARK = re.compile(r"<!-- port-table (?P<block>[\w-]+) (?P<port>\w+)(?P<sets>(?: [\w]+=\S+)*) -->\n"
@@ -35,6 +35,32 @@ MARK = re.compile(r"<!-- port-table (?P<block>[\w-]+) (?P<port>\w+)(?P<sets>(?: 
 
 #: The docs that hold port-map tables (relative to the repository root).
 DOCS = ("docs/switch.md", "docs/protocol.md")
+
+
+def disown(component) -> None:
+    """Mark ``component`` and the subcomponents its constructor built as used: only the
+    signature is read, so none is elaborated, and Amaranth would otherwise warn
+    ``UnusedElaboratable`` for each when it is freed."""
+    from amaranth._unused import MustUse
+
+    seen: set[int] = set()
+
+    def mark(obj, depth: int) -> None:
+        if id(obj) in seen or depth > 6:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, MustUse):
+            obj._MustUse__used = True
+            for value in vars(obj).values():
+                mark(value, depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for value in obj:
+                mark(value, depth + 1)
+        elif isinstance(obj, dict):
+            for value in obj.values():
+                mark(value, depth + 1)
+
+    mark(component, 0)
 
 
 def port_entry(block: str, port: str, sets: list[str] | None = None) -> dict[str, Any]:
@@ -46,7 +72,7 @@ def port_entry(block: str, port: str, sets: list[str] | None = None) -> dict[str
     params = b.resolve(parse_sets(b, sets or []))
     component = b.build(**params)
     pm = port_map(component, b.name.replace("-", "_"))
-    component._MustUse__used = True   # only its signature is read: never elaborated
+    disown(component)
     for p in pm["ports"]:
         if p["name"] == port:
             return p
