@@ -84,7 +84,7 @@ def register(h: Harness) -> Harness:
 
 
 #: The harness modules, in order of the docs (importing one registers it).
-MODULES = ("trivial", "islip", "credits", "pcs_lock", "reduce")
+MODULES = ("trivial", "islip", "credits", "pcs_lock", "reduce", "dl_pair", "switch")
 
 
 def _load_all() -> None:
