@@ -71,9 +71,9 @@ def test_link_dark_lane_reports_drops_and_relocks(capsys):
     row = dict(re.split(r"\s{2,}", ln.strip(), maxsplit=1) for ln in lines if "  " in ln)
     assert row["lost"] == row["duplicates"] == row["corrupt"] == "0", lines
     assert row["dark-lane cycles"] == "2000", lines
-    losses = int(row["PCS lock losses (flits dropped, replayed)"])
+    losses = int(row["PCS lock losses (events)"])
     assert losses >= 1 and int(row["PCS relocks"]) == losses, lines
-    assert int(row["link downs (chiplet left ACTIVE)"]) >= 1, lines
+    assert int(row["link downs (a chiplet left ACTIVE)"]) >= 1, lines
 
 
 def test_vectors_flit_match_model(capsys):

@@ -43,6 +43,12 @@ SOAK = [
     ("pcs-lock", "good-63", "FAIL", "lock_matches_reference"),
     ("reduce", None, "PASS", None),
     ("reduce", "dup-summed", "FAIL", "result_after_every_member_once"),
+    ("switch", None, "PASS", None),
+    ("switch", "voq-drop", "FAIL", "flit_"),
+    ("switch", "double-out", "FAIL", "credit_plus_buffered_is_depth"),
+    ("dl-pair", None, "PASS", None),
+    ("dl-pair", "window", "FAIL", "fill_only_into_free_entry"),
+    ("dl-pair", "rx-dup", "FAIL", "delivered_only_what_was_sent"),
 ]
 
 
@@ -136,7 +142,7 @@ def test_cli_missing_solver(monkeypatch, capsys):
 def test_cli_list(capsys):
     assert main(["formal", "--list"]) == 0
     out = capsys.readouterr().out
-    for name in ("trivial", "islip", "credits", "pcs-lock", "reduce"):
+    for name in ("trivial", "islip", "credits", "pcs-lock", "reduce", "dl-pair", "switch"):
         assert name in out
 
 
