@@ -39,3 +39,13 @@ def test_chiplet_axis_pair():
                         params, component=ChipletAxisPair(**params), sim="icarus",
                         test_args={"n": 24})
     assert result.tests and not result.failed
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+def test_switch_axis_verilator_soak():
+    """The same switch test on Verilator (about 40 s with its C++ build here)."""
+    params = {"n_ports": 4, "mode": "voq", "depth": 4, "data_width": 32, "keep": True}
+    result = runner.run("switch-axis", "fusionfabric.tb.axis.test_switch_axis", params,
+                        sim="verilator", test_args={"frames": 60})
+    assert result.tests and not result.failed
