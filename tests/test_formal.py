@@ -46,6 +46,10 @@ SOAK = [
     ("switch", None, "PASS", None),
     ("switch", "voq-drop", "FAIL", "flit_"),
     ("switch", "double-out", "FAIL", "credit_plus_buffered_is_depth"),
+    ("switch", "pointer", "FAIL", "pointer_moves_on_accept"),
+    ("switch", "double-grant", "FAIL", "one_input_per_output"),
+    ("switch-alloc", None, "PASS", None),
+    ("switch-alloc", "pointer", "FAIL", "wait_bound"),
     ("dl-pair", None, "PASS", None),
     ("dl-pair", "window", "FAIL", "fill_only_into_free_entry"),
     ("dl-pair", "rx-dup", "FAIL", "delivered_only_what_was_sent"),
@@ -142,7 +146,8 @@ def test_cli_missing_solver(monkeypatch, capsys):
 def test_cli_list(capsys):
     assert main(["formal", "--list"]) == 0
     out = capsys.readouterr().out
-    for name in ("trivial", "islip", "credits", "pcs-lock", "reduce", "dl-pair", "switch"):
+    for name in ("trivial", "islip", "credits", "pcs-lock", "reduce", "dl-pair", "switch",
+                 "switch-alloc"):
         assert name in out
 
 
