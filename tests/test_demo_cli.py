@@ -127,7 +127,7 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
     rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
                "--ber", "1e-4", "--slip", "2", "--set", "n_chunks=4",
-               "--workloads", "allreduce-switch,allreduce-ring"])
+               "--workloads", "allreduce-switch,allreduce-ring", "--fec-ber", "none"])
     out, _ = capsys.readouterr()
     assert rc == 0, out
     assert len(calls) == 4                        # 2 workloads x (clean, faults)
@@ -153,6 +153,51 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     assert runs[2]["speedup"] == pytest.approx(runs[3]["cycles"] / runs[2]["cycles"])
     assert report["runs"][3]["ideal_cycles"] == 2 * slip_at or \
         report["runs"][3]["ideal_cycles"] == 2 * slip_at + 1
+
+
+def test_fec_run_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
+    """The FEC run: a smaller fabric with ``lane_profile="rs544"`` at ``--fec-ber``, no
+    slip, its own workloads; the FEC counters of the record reach the table and JSON."""
+    from fusionfabric.sim.workloads import IdealNetwork, make_workload, result_record
+    from fusionfabric.tb.common import runner
+
+    calls = []
+
+    def fake_run(block, module, params, *, sim, seed, testcase, test_args, waves, name,
+                 vpi="all"):
+        calls.append(dict(params=params, test_args=test_args))
+        n = params["n_endpoints"]
+        w = make_workload(test_args["workload"], n, test_args["seed"], **test_args["params"])
+        res = IdealNetwork(n, seed).run(w)
+        fec = ({"codewords": 900, "corrected_codewords": 41 + len(calls),
+                "corrected_symbols": 44, "uncorrectable": 0}
+               if params.get("lane_profile") == "rs544" else None)
+        with open(test_args["result_file"], "w") as f:
+            json.dump(result_record(w, res["cycles"], **({"fec": fec} if fec else {})), f)
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
+    rc = main(["demo", "--sim", "verilator", "--out", str(tmp_path), *FAST, "--seed", "2",
+               "--no-faults", "--workloads", "allreduce-ring"])
+    out, _ = capsys.readouterr()
+    assert rc == 0 and len(calls) == 1          # --no-faults: no FEC run either
+    calls.clear()
+    rc = main(["demo", "--sim", "verilator", "--out", str(tmp_path), *FAST, "--seed", "2",
+               "--faults", "--workloads", "allreduce-ring", "--fec-ber", "2e-4",
+               "--fec-workloads", "moe-alltoall"])
+    out, _ = capsys.readouterr()
+    assert rc == 0, out
+    assert len(calls) == 2
+    fec = calls[1]
+    assert fec["params"]["lane_profile"] == "rs544" and fec["params"]["n_endpoints"] == 2
+    assert fec["test_args"]["faults"] == {"ber": 2e-4, "slip_lane": -1, "lanes": "rs544"}
+    assert fec["test_args"]["workload"] == "moe-alltoall"
+    assert "lane_profile" not in calls[0]["params"]
+    report = json.loads((tmp_path / "demo.json").read_text())
+    r = report["runs"][1]
+    assert r["endpoints"] == 2 and len(r["goodput"]["rx"]) == 2
+    assert r["fec"]["corrected_codewords"] == 43
+    assert "rs544 FEC, ber 0.0002" in out and "43 (44)" in out
 
 
 def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
@@ -193,6 +238,10 @@ def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
     (["--reduce-bytes", "100"], "--reduce-bytes 100 is not 64, 128, 192 or 256"),
     (["--set", "am_period=3"], "only n_chunks=N applies to --engine ideal"),
     (["--faults", "--no-faults"], "not allowed with argument"),
+    (["--fec-ber", "often"], "--fec-ber 'often'"),
+    (["--fec-ber", "0.5"], "--fec-ber '0.5' must be in"),
+    (["--fec-endpoints", "1"], "--fec-endpoints '1' must be in 2 .. 128"),
+    (["--fec-workloads", "ring"], "--fec-workloads: 'ring'"),
 ])
 def test_bad_values_exit_2(capsys, tmp_path, argv, match):
     rc, out, err = _demo(capsys, tmp_path, *argv)
@@ -224,7 +273,8 @@ def test_testbench_report_schema_is_read(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "run", fake_run)
     monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
     rc = main(["demo", "--sim", "verilator", "--out", str(tmp_path), *FAST, "--faults",
-               "--slip-at", "300", "--workloads", "allreduce-ring", "--json"])
+               "--slip-at", "300", "--workloads", "allreduce-ring", "--fec-ber", "none",
+               "--json"])
     out, _ = capsys.readouterr()
     assert rc == 0
     [r] = json.loads(out)["runs"]
@@ -241,7 +291,7 @@ def test_demo_on_the_rtl_fabric(capsys, tmp_path):
     workload bit-exact, the fault runs show replays and a relock. Minutes, hence soak."""
     rc = main(["demo", "--sim", "icarus", "--endpoints", "2", "--elems", "1024",
                "--tokens", "8", "--d-model", "64", "--ber", "1e-4", "--seed", "3",
-               "--out", str(tmp_path), "--json"])
+               "--fec-ber", "none", "--out", str(tmp_path), "--json"])
     out, _ = capsys.readouterr()
     report = json.loads(out)
     assert rc == 0, [r["error"] for r in report["runs"]]

@@ -4,18 +4,23 @@ Runs the workloads of :mod:`fusionfabric.sim.workloads` on the 8-endpoint fabric
 (``tb/fabric``, Verilator by default): a bf16 all-reduce through the switch's reduction
 units and the same one as a ring, both bit-exact against numpy in their documented
 orders, and a skewed MoE all-to-all; once on clean lanes and once with bit errors on every
-lane plus a slip on one lane mid-run. Prints a table (bytes moved, cycles, goodput per
-port, reduction speedup over the ring, replays, relocks, bit-exact, seed), writes
-``demo.json`` and plots under ``--out``. Exit status 1 if any run is not bit-exact.
+lane plus a slip on one lane mid-run. Then the FEC run: the fabric with
+``lane_profile="rs544"`` (``--fec-endpoints``, default 2) plays ``--fec-workloads`` at
+``--fec-ber`` (default 1e-4, beyond what the 64b/66b lanes survive). Prints a table (bytes
+moved, cycles, goodput per port, reduction speedup over the ring, replays, relocks, FEC
+corrected and uncorrectable codewords, bit-exact, seed), writes ``demo.json`` and plots
+under ``--out``. Exit status 1 if any run is not bit-exact.
 
 ``--engine ideal`` plays the same workloads on :class:`fusionfabric.sim.workloads.IdealNetwork`
 (pure Python, loss-free links of one slot per cycle), for a quick look without RTL.
 
 The fabric testbench (``fusionfabric.tb.fabric.test_fabric.test_workload``) gets ``test_args =
 {workload, seed, params, faults, result_file}`` (``faults``: None or ``{"ber": float,
-"slip_lane": int, "slip_at": int}``, lane -1 = no slip) and writes a JSON object to
+"slip_lane": int, "slip_at": int}``, lane -1 = no slip; the FEC run's also has
+``"lanes": "rs544"``, and its fabric parameters ``lane_profile="rs544"``) and writes a JSON object to
 ``result_file`` (``fusionfabric.tb.fabric.fabric_tb.FabricTB.write_results``) with ``cycles``,
-``replays`` and ``relocks`` (summed over every link), ``endpoints`` (per port:
+``replays`` and ``relocks`` (summed over every link), ``fec`` (rs544 only: FEC counters summed over every
+link, ``fusionfabric.tb.fabric.fabric_tb.fec_totals``), ``endpoints`` (per port:
 ``sent_bytes``, ``received_bytes``, ``crc_errors``, ``flips``, ...) and, from
 :func:`fusionfabric.sim.workloads.result_record`, ``bit_exact``, ``error`` and ``stats``. A missing
 ``bit_exact`` counts as True only if the cocotb test passed. docs/demo.md.
@@ -48,6 +53,9 @@ SLOT_BYTES = 16
 
 # display name, workload name in fusionfabric.sim.workloads
 WORKLOAD_ORDER = ("allreduce-switch", "allreduce-ring", "moe-alltoall")
+#: The FEC run's fabric size and workloads (docs/demo.md, "The FEC run").
+FEC_ENDPOINTS = 2
+FEC_WORKLOADS = ("allreduce-switch", "moe-alltoall")
 
 
 def add_arguments(p):
@@ -83,6 +91,16 @@ def add_arguments(p):
     p.add_argument("--slip", default="1",
                    help="lane slipped by one bit mid-run in the fault runs (lane index of "
                         "fusionfabric.rtl.fabric.lane_index; -1: none; default 1)")
+    p.add_argument("--fec-ber", default="1e-4",
+                   help="bit-error rate of the FEC run: the fabric with lane_profile=rs544 "
+                        "(256b/257b + RS(544,514), docs/fec.md); 'none' skips it "
+                        "(default 1e-4)")
+    p.add_argument("--fec-endpoints", default=str(FEC_ENDPOINTS),
+                   help=f"endpoints of the FEC run's fabric (default {FEC_ENDPOINTS}, or "
+                        "--endpoints if fewer: each FEC link adds an RS encoder and "
+                        "decoder to the simulated design)")
+    p.add_argument("--fec-workloads", default=",".join(FEC_WORKLOADS),
+                   help=f"workloads of the FEC run (default {','.join(FEC_WORKLOADS)})")
     p.add_argument("--slip-at", default=None,
                    help="cycle after the traffic starts at which the lane slips (default: "
                         "half the workload's cycles on the ideal network, i.e. mid-run)")
@@ -169,7 +187,8 @@ def _run_ideal(name, n, seed, wparams, n_chunks) -> dict:
 
 
 def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
-    tag = f"{name}-{'faults' if faults else 'clean'}-n{n}-s{seed}"
+    kind = "clean" if not faults else ("fec" if faults.get("lanes") == "rs544" else "faults")
+    tag = f"{name}-{kind}-n{n}-s{seed}"
     result_file = (out / "runs" / f"{tag}.json").resolve()
     result_file.parent.mkdir(parents=True, exist_ok=True)
     if result_file.exists():
@@ -276,14 +295,37 @@ def run(args):
         passes = {"both": [None, fault], "none": [None], "only": [fault]}[args.faults]
     if args.engine == "ideal" and args.slip_at is not None:
         raise CliError("--slip-at needs the RTL fabric (--engine rtl)")
+    fec_ber = None if str(args.fec_ber).strip().lower() == "none" else \
+        _num(args.fec_ber, "fec-ber", float, 0.0, 1e-2)
+    n_fec = min(n, _num(args.fec_endpoints, "fec-endpoints", int, 2, 128))
+    fec_names = [s.strip() for s in str(args.fec_workloads).split(",") if s.strip()]
+    for s in fec_names:
+        if s not in WORKLOAD_ORDER:
+            raise CliError(f"--fec-workloads: {s!r} is not one of {', '.join(WORKLOAD_ORDER)}")
     params = _fabric_params(args, n)
     n_chunks = int(params.get("n_chunks", 16))
     wparams = _workload_params(args, n, n_chunks)
+    runs = [(faults, name, n, params, wparams[name]) for faults in passes for name in names]
+    if args.engine == "rtl" and args.faults != "none" and fec_ber is not None and fec_names:
+        if params.get("lane_profile") == "rs544":
+            raise CliError("--set lane_profile=rs544: every run is then on FEC lanes; give "
+                           "--fec-ber none")
+        fec_params = _fabric_params(args, n_fec)
+        fec_params["lane_profile"] = "rs544"
+        from fusionfabric.portdoc import disown
+        from fusionfabric.rtl.fabric import Fabric
+        try:
+            disown(Fabric(**fec_params))      # checks the FEC parameters; never elaborated
+        except ValueError as exc:
+            raise CliError(f"FEC run: {exc}") from None
+        fec_w = _workload_params(args, n_fec, n_chunks)
+        fault = {"ber": fec_ber, "slip_lane": -1, "lanes": "rs544"}
+        runs += [(fault, name, n_fec, fec_params, fec_w[name]) for name in fec_names]
     # build each workload once here: bad combinations end as CliError before any run
     from fusionfabric.sim.workloads import make_workload
-    for name in names:
+    for _, name, n_run, _, wp in runs:
         try:
-            make_workload(name, n, seed, **wparams[name])
+            make_workload(name, n_run, seed, **wp)
         except ValueError as exc:
             raise CliError(f"{name}: {exc}") from None
     from fusionfabric.commands._common import check_output
@@ -292,27 +334,26 @@ def run(args):
 
     t0 = time.time()
     rows = []
-    ideal: dict[str, int] = {}       # cycles on the ideal network, for comparison
-    for faults in passes:
-        for name in names:
-            if not args.json:
-                print(f"running {name} ({'faults' if faults else 'clean'}, "
-                      f"{args.engine if args.engine == 'ideal' else args.sim}, seed {seed}) "
-                      f"...", file=sys.stderr, flush=True)
-            if args.engine == "ideal":
-                res = _run_ideal(name, n, seed, wparams[name], n_chunks)
-            else:
-                if name not in ideal:
-                    ideal[name] = _run_ideal(name, n, seed, wparams[name], n_chunks)["cycles"]
-                if faults and faults["slip_lane"] >= 0:
-                    # mid-run: the RTL is slower than the ideal network
-                    at = max(1, ideal[name] // 2) if slip_at is None else slip_at
-                    faults = {**faults, "slip_at": at}
-                res = _run_rtl(args, name, n, seed, wparams[name], params, faults, out)
-                res["ideal_cycles"] = ideal[name]
-            res.update(workload=name, faults=faults, seed=seed, params=wparams[name],
-                       goodput=_goodput(res, n))
-            rows.append(res)
+    ideal: dict[tuple[str, int], int] = {}   # cycles on the ideal network, for comparison
+    for faults, name, n_run, fparams, wp in runs:
+        if not args.json:
+            print(f"running {name} ({_fmt_faults(faults)}, {n_run} endpoints, "
+                  f"{args.engine if args.engine == 'ideal' else args.sim}, seed {seed}) "
+                  f"...", file=sys.stderr, flush=True)
+        if args.engine == "ideal":
+            res = _run_ideal(name, n_run, seed, wp, n_chunks)
+        else:
+            if (name, n_run) not in ideal:
+                ideal[name, n_run] = _run_ideal(name, n_run, seed, wp, n_chunks)["cycles"]
+            if faults and faults["slip_lane"] >= 0:
+                # mid-run: the RTL is slower than the ideal network
+                at = max(1, ideal[name, n_run] // 2) if slip_at is None else slip_at
+                faults = {**faults, "slip_at": at}
+            res = _run_rtl(args, name, n_run, seed, wp, fparams, faults, out)
+            res["ideal_cycles"] = ideal[name, n_run]
+        res.update(workload=name, faults=faults, seed=seed, params=wp, endpoints=n_run,
+                   goodput=_goodput(res, n_run))
+        rows.append(res)
     _speedups(rows)
     report = {"engine": args.engine, "sim": args.sim if args.engine == "rtl" else None,
               "endpoints": n, "seed": seed, "fabric_params": params,
@@ -330,7 +371,7 @@ def run(args):
 
 def _fault_key(f):
     """Fault settings without ``slip_at`` (mid-run differs per workload)."""
-    return None if not f else (f["ber"], f["slip_lane"])
+    return None if not f else (f["ber"], f["slip_lane"], f.get("lanes", "64b66b"))
 
 
 def _speedups(rows):
@@ -348,7 +389,7 @@ def _speedups(rows):
 def _fmt_faults(f):
     if not f:
         return "clean"
-    s = f"ber {f['ber']:g}"
+    s = ("rs544 FEC, " if f.get("lanes") == "rs544" else "") + f"ber {f['ber']:g}"
     return s + (f" + slip lane {f['slip_lane']}" if f.get("slip_lane", -1) >= 0 else "")
 
 
@@ -363,20 +404,26 @@ def _brief(error: str, limit: int = 400) -> str:
 
 
 def _table(report, out: Path, plots):
-    head = ("workload", "lanes", "bytes moved", "cycles", "goodput/port rx mean (max)",
-            "speedup", "replays", "CRC errors", "relocks", "bit-exact", "seed")
+    head = ("workload", "lanes", "ports", "bytes moved", "cycles",
+            "goodput/port rx mean (max)", "speedup", "replays", "CRC errors", "relocks",
+            "FEC corrected cw (symbols)", "uncorrectable", "bit-exact", "seed")
     lines = []
     for r in report["runs"]:
         g = r["goodput"]["rx"]
         gp = f"{100 * sum(g) / len(g):.1f}% ({100 * max(g):.1f}%)" if g else "-"
         st = r.get("stats") or {}
+        fec = r.get("fec") or {}
         lines.append((r["workload"], _fmt_faults(r["faults"]),
+                      str(r.get("endpoints", report["endpoints"])),
                       f"{st['bytes_moved']:,}" if st else "-",
                       f"{r['cycles']:,}" if r.get("cycles") else "-", gp,
                       f"{r['speedup']:.2f}x" if r.get("speedup") else "",
                       "-" if r.get("replays") is None else str(r["replays"]),
                       "-" if r.get("crc_errors") is None else str(r["crc_errors"]),
                       "-" if r.get("relocks") is None else str(r["relocks"]),
+                      (f"{fec['corrected_codewords']:,} ({fec['corrected_symbols']:,})"
+                       if fec else ""),
+                      f"{fec['uncorrectable']:,}" if fec else "",
                       "yes" if r["bit_exact"] else ("NO" if st else "run failed"),
                       str(r["seed"])))
     widths = [max(len(h), *(len(l[i]) for l in lines)) for i, h in enumerate(head)]
@@ -391,7 +438,10 @@ def _table(report, out: Path, plots):
                         for i, (c, w) in enumerate(zip(l, widths))))
     print()
     print("goodput/port: payload bytes delivered to each accelerator per cycle, as a fraction "
-          "of one 16-byte slot per cycle; speedup: ring cycles / in-network cycles")
+          "of one 16-byte slot per cycle; speedup: ring cycles / in-network cycles; FEC: "
+          "codewords with corrected symbols (symbols corrected) and uncorrectable codewords, "
+          "summed over both directions of every link (rs544 lanes carry 80 raw bits per "
+          "cycle per direction, so a port takes at most 0.59 slots per cycle)")
     for r in report["runs"]:
         if r.get("error"):
             print(f"{r['workload']} ({_fmt_faults(r['faults'])}): {_brief(r['error'])}")
@@ -413,7 +463,9 @@ def _plots(rows, n, out: Path) -> list[Path]:
         width = 0.8 / len(good)
         x = np.arange(n)
         for i, r in enumerate(good):
-            ax.bar(x + i * width, [100 * v for v in r["goodput"]["rx"]], width,
+            vals = [100 * v for v in r["goodput"]["rx"]]
+            vals += [float("nan")] * (n - len(vals))     # a smaller fabric (the FEC run)
+            ax.bar(x + i * width, vals, width,
                    label=f"{r['workload']} ({_fmt_faults(r['faults'])})")
         ax.set_xticks(x + 0.4 - width / 2, [str(p) for p in range(n)])
         ax.set_xlabel("port (endpoint)")

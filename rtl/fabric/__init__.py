@@ -16,9 +16,17 @@ BLOCKS = [
           "reduction units (docs/fabric.md)", params=[
               Param("n_endpoints", int, 8, "endpoints = switch ports (2..128)"),
               Param("n_lanes", int, 2, "PCS lanes per direction (only 2)", choices=(2,)),
-              Param("am_period", int, 64, "PCS rows per alignment-marker period"),
-              Param("max_skew", int, 2, "PCS receiver deskew, in blocks"),
+              Param("lane_profile", str, "64b66b", "PCS of every link: 64b66b (cl. 82 "
+                    "markers) or rs544 (256b/257b + RS(544,514) FEC, docs/fec.md)",
+                    choices=("64b66b", "rs544")),
+              Param("am_period", int, 64, "PCS rows per alignment-marker period (64b66b)"),
+              Param("max_skew", int, 2, "PCS receiver deskew, in blocks (64b66b) or "
+                    "symbols (rs544)"),
               Param("ber_window", int, 4096, "PCS BER monitor window, in blocks"),
+              Param("fec_symbols", int, 8, "rs544: RS symbols per cycle over both lanes "
+                    "(4 or 8)", choices=(4, 8)),
+              Param("fec_am_period", int, 8, "rs544: codewords per alignment-marker "
+                    "period (>= 2)"),
               Param("latency", int, 4, "cable delay, cycles"),
               *[p for p in CHIPLET_PARAMS if p.name != "stamp_src"],
               Param("depth", int, 16, "switch flits per VOQ (power of two)"),

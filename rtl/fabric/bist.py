@@ -365,8 +365,8 @@ class FabricBist(wiring.Component):
         ``enable``, ``load`` (0..256), ``stall`` (checker backpressure /256), ``budget``
         (messages per generator, 0 = forever), the same for every endpoint.
     i_config, i_fault, o_ep_status, o_sw_status, o_link, o_flips, o_stats, o_unit_stats,
-    o_config_drops, o_bridge_drops
-        The fabric's (docs/fabric.md).
+    o_config_drops, o_bridge_drops, o_fec
+        The fabric's (docs/fabric.md; ``o_fec`` only with ``lane_profile="rs544"``).
     o_gen_messages, o_gen_beats : Out(32).array(n)
         Per generator (:class:`PortTrafficGen` ``o_messages``, ``o_beats``).
     o_gen_done : Out(n)
@@ -402,7 +402,9 @@ class FabricBist(wiring.Component):
                      for e in range(n)]
         self.chks = [PortTrafficCheck(n, e, bist_seed) for e in range(n)]
         members = dict(self.fabric.signature.members)
-        sig = {k: members[k] for k in PASS_IN + PASS_OUT}
+        #: The fabric's outputs passed through (``o_fec`` too with ``lane_profile="rs544"``).
+        self.pass_out = PASS_OUT + (("o_fec",) if "o_fec" in members else ())
+        sig = {k: members[k] for k in PASS_IN + self.pass_out}
         sig.update({
             "i_bist": In(BIST_CONTROL.layout()),
             "o_gen_messages": Out(COUNTER_BITS).array(n),
@@ -425,7 +427,7 @@ class FabricBist(wiring.Component):
         m.submodules.fabric = fab = self.fabric
         for name in PASS_IN:
             connect(m, flipped(getattr(self, name)), getattr(fab, name))
-        for name in PASS_OUT:
+        for name in self.pass_out:
             mine, theirs = getattr(self, name), getattr(fab, name)
             if isinstance(theirs, Signal) or not hasattr(theirs, "__len__"):
                 m.d.comb += mine.eq(theirs)

@@ -11,18 +11,21 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from fusionfabric.rtl.chiplet import Chiplet, PcsToPhy, PhyToPcs
 from fusionfabric.rtl.chiplet.common import STATUS, port_layout
+from fusionfabric.rtl.fec.pcs_rx import FecPcsRx, rx_latency
+from fusionfabric.rtl.fec.pcs_tx import FecPcsTx
 from fusionfabric.rtl.pcs import PcsRx, PcsTx
 from fusionfabric.rtl.switch.group_table import config_layout
 from fusionfabric.rtl.switch.top import Switch, stats_layout, unit_stats_layout
 from fusionfabric.formats.bitfields import Fields
 from fusionfabric.formats.chiplet import SLOT_BITS, ChipletParams
+from fusionfabric.formats.fec_pcs import check_params as fec_check
 from fusionfabric.formats.pcs import check_params as pcs_check
 
 from .bridge import EgressBridge, IngressBridge
 from .fault import LaneFault
 
-__all__ = ["Fabric", "LINK_STATUS", "FAULT", "link_status_layout", "fault_layout", "UP", "DOWN",
-           "lane_index"]
+__all__ = ["Fabric", "LINK_STATUS", "FEC_STATUS", "FAULT", "LANE_PROFILES", "link_status_layout",
+           "fec_status_layout", "fault_layout", "UP", "DOWN", "lane_index", "lane_bits"]
 
 #: Link directions: UP = endpoint → switch, DOWN = switch → endpoint.
 UP, DOWN = 0, 1
@@ -33,6 +36,18 @@ LINK_STATUS = Fields([("up_link", 1), ("down_link", 1), ("up_drops", 16), ("down
                       ("up_slips", 16), ("down_slips", 16), ("up_decode_errors", 16),
                       ("down_decode_errors", 16), ("up_bip_errors", 16),
                       ("down_bip_errors", 16)])
+
+#: Per-endpoint FEC receiver counters (``o_fec[e]``, lane profile ``rs544`` only), LSB
+#: first: codewords decoded, codewords with corrected symbols, symbols corrected,
+#: uncorrectable codewords, and symbols corrected per logical lane, per direction
+#: (:class:`fusionfabric.rtl.fec.pcs_rx.FecPcsRx`'s saturating counters).
+FEC_STATUS = Fields([(f"{d}_{f}", 32) for d in ("up", "down")
+                     for f in ("codewords", "corrected_codewords", "corrected_symbols",
+                               "uncorrectable", "symbol_errors0", "symbol_errors1")])
+
+#: Lane profiles of the fabric's links: ``64b66b`` (docs/pcs.md, 66-bit lanes, cl. 82
+#: markers) and ``rs544`` (docs/fec.md, 256b/257b + RS(544,514) FEC lanes).
+LANE_PROFILES = ("64b66b", "rs544")
 
 #: Payload of ``i_fault``: one lane's fault settings (``all``: every lane), LSB first.
 FAULT = Fields([("lane", 8), ("all", 1), ("threshold", 32), ("dark", 1), ("slip", 7)])
@@ -46,32 +61,71 @@ def fault_layout() -> data.StructLayout:
     return FAULT.layout()
 
 
+def fec_status_layout() -> data.StructLayout:
+    return FEC_STATUS.layout()
+
+
 def lane_index(endpoint: int, direction: int, lane: int, n_lanes: int = 2) -> int:
     """The ``i_fault.lane`` / ``o_flips`` index of a lane."""
     return (2 * endpoint + direction) * n_lanes + lane
 
 
+def lane_bits(lane_profile: str = "64b66b", fec_symbols: int = 8, n_lanes: int = 2) -> int:
+    """Bits per cycle of one lane: 66 (``64b66b``) or ``10 * fec_symbols / n_lanes``
+    (``rs544``); the ``width`` of its :class:`~.fault.LaneFault` (and of
+    :func:`~.fault.ber_threshold`)."""
+    if lane_profile == "64b66b":
+        return 66
+    if lane_profile == "rs544":
+        return 10 * fec_symbols // n_lanes
+    raise ValueError(f"lane_profile={lane_profile!r} must be one of {LANE_PROFILES}")
+
+
 class Fabric(wiring.Component):
-    """``n_endpoints`` accelerators through chiplets, 64b/66b lanes and one switch.
+    """``n_endpoints`` accelerators through chiplets, PCS lanes and one switch.
 
     Per endpoint ``e``: accelerator-side :class:`fusionfabric.rtl.chiplet.Chiplet` (node ``e``) →
-    :class:`~rtl.chiplet.PhyToPcs` → :class:`fusionfabric.rtl.pcs.PcsTx` (``n_lanes`` = 2) → per lane a
+    :class:`~rtl.chiplet.PhyToPcs` → PCS transmitter (``n_lanes`` = 2) → per lane a
     :class:`~rtl.fabric.fault.LaneFault` (bit errors, slip, dark, cable ``latency``) →
-    :class:`fusionfabric.rtl.pcs.PcsRx` → :class:`~rtl.chiplet.PcsToPhy` → switch-side ``Chiplet``
+    PCS receiver → :class:`~rtl.chiplet.PcsToPhy` → switch-side ``Chiplet``
     (``stamp_src=False``) → :class:`~rtl.fabric.bridge.IngressBridge` → switch port ``e``;
     and back: switch egress ``e`` → :class:`~rtl.fabric.bridge.EgressBridge` → switch-side
     chiplet → PCS → lanes → PCS → endpoint chiplet. Each chiplet's ``i_link_up`` is its PCS
     receiver's ``o_link_up``. The switch is :class:`fusionfabric.rtl.switch.top.Switch` with
     ``data_width=128`` and ``reduce=True``.
 
+    The PCS follows ``lane_profile``:
+
+    * ``64b66b``: :class:`fusionfabric.rtl.pcs.PcsTx`/:class:`~fusionfabric.rtl.pcs.PcsRx`,
+      66-bit lanes with cl. 82 markers (docs/pcs.md); one 128-bit row per cycle.
+    * ``rs544``: :class:`fusionfabric.rtl.fec.pcs_tx.FecPcsTx`/
+      :class:`~fusionfabric.rtl.fec.pcs_rx.FecPcsRx` with ``symbols = fec_symbols``
+      (P, 4 or 8) and ``am_period = fec_am_period`` codewords: 256b/257b transcoding and
+      RS(544,514) over two lanes of ``10 P / 2`` bits per cycle (docs/fec.md). The line
+      carries ``10 P`` bits per cycle, so a direction takes at most
+      ``10 P * 514/544 * 256/257 / 128`` rows per cycle (0.588 at P = 8, the PCS's
+      ``i_data.ready``; the chiplet waits). Uncorrectable codewords reach the chiplet as
+      ERROR control words: it drops the DL flit and the replay resends it. With
+      ``replay_timeout`` = 0 the replay timer is the chiplet's default plus the FEC round
+      trip (``2 * (12 + FecPcsRx.latency + latency)`` cycles). ``o_link`` maps the
+      receiver's lane lock losses to ``*_slips`` and its uncorrectable codewords to
+      ``*_decode_errors`` (``*_bip_errors`` stay 0); ``o_fec`` has its counters.
+
     Parameters
     ----------
     n_endpoints : int
         Endpoints = switch ports (2..128).
     n_lanes : int
-        Lanes per direction; only 2 (a 128-bit slot is one row of two 64-bit blocks).
+        Lanes per direction; only 2 (a 128-bit slot is one row of two 64-bit words).
+    lane_profile : str
+        ``64b66b`` (default) or ``rs544``.
     am_period, max_skew, ber_window : int
-        PCS parameters (``fusionfabric.rtl.pcs``).
+        PCS parameters (``fusionfabric.rtl.pcs``; ``64b66b``). With ``rs544``,
+        ``max_skew`` is the FEC receiver's deskew in symbols; the others are unused.
+    fec_symbols, fec_am_period : int
+        FEC PCS parameters (``rs544``): P, codeword symbols per cycle over both lanes
+        (4 or 8; a 2-word row must carry the line's client capacity), and codewords per
+        alignment-marker period (>= 2).
     latency : int
         Cable delay in cycles (register stages in each lane).
     tl_per_dl, replay_depth, rx_credits, replay_timeout, close_timeout : int
@@ -101,6 +155,8 @@ class Fabric(wiring.Component):
         Endpoint-side and switch-side chiplet status of link ``e``.
     o_link : Out(link_status_layout()).array(n_endpoints)
         PCS link-up, link drops (relocks), slips, decode and BIP errors per direction.
+    o_fec : Out(fec_status_layout()).array(n_endpoints)
+        Only with ``lane_profile="rs544"``: the FEC receivers' counters (:data:`FEC_STATUS`).
     o_flips : Out(32).array(4 * n_endpoints)
         Bits flipped per lane (:func:`lane_index`).
     o_stats, o_unit_stats, o_config_drops :
@@ -111,7 +167,9 @@ class Fabric(wiring.Component):
     Timing
     ------
     After reset the links train (PCS block lock, marker lock, deskew, then the DL bring-up);
-    with ``am_period = 64`` all links are up after about 400 cycles. Measured end-to-end
+    with ``am_period = 64`` all links are up after about 400 cycles; with ``rs544`` the
+    FEC lock takes two marker periods (``2 * fec_am_period * 544 / P`` cycles plus the
+    receiver's latency). Measured end-to-end
     latencies (first request beat in → first beat out at the destination, idle fabric,
     default parameters) are in docs/fabric.md ("Latency"). Throughput per endpoint and
     direction: one 16-byte slot per cycle less the DL, PCS and bridge overheads.
@@ -125,7 +183,8 @@ class Fabric(wiring.Component):
                  iterations: int = 0, out_depth: int = 4, n_groups: int = 16,
                  n_chunks: int = 16, result_timeout: int = 8, fault_seed: int = 1,
                  replay_limit: int = 16, link_timeout: int = 0, retrain_holdoff: int = 0,
-                 cpl_timeout: int = 65536):
+                 cpl_timeout: int = 65536, lane_profile: str = "64b66b",
+                 fec_symbols: int = 8, fec_am_period: int = 8):
         if not isinstance(n_endpoints, int) or not 2 <= n_endpoints <= 128:
             raise ValueError(f"n_endpoints={n_endpoints!r} must be an integer in 2..128")
         if n_lanes != 2:
@@ -137,6 +196,32 @@ class Fabric(wiring.Component):
             raise ValueError(f"result_timeout={result_timeout!r} must be an integer in 1..255")
         if not isinstance(fault_seed, int) or fault_seed < 0:
             raise ValueError(f"fault_seed={fault_seed!r} must be a non-negative integer")
+        if lane_profile not in LANE_PROFILES:
+            raise ValueError(f"lane_profile={lane_profile!r} must be one of "
+                             f"{', '.join(LANE_PROFILES)}")
+        self.lane_profile = lane_profile
+        self.fec_symbols, self.fec_am_period = fec_symbols, fec_am_period
+        fec_rtt = 0
+        # the FEC parameters are checked whatever the profile (a bad value never passes)
+        if fec_symbols not in (4, 8):
+            raise ValueError(f"fec_symbols={fec_symbols!r} must be 4 or 8 (two lanes, "
+                             "a row of two words per cycle at most)")
+        if not isinstance(fec_am_period, int) or fec_am_period < 2:
+            raise ValueError(f"fec_am_period={fec_am_period!r} must be an integer >= 2 "
+                             "(codewords per marker period)")
+        fec_check(n_lanes, fec_symbols, 2, fec_am_period)
+        if lane_profile == "rs544":
+            half = fec_am_period * 544 // n_lanes // 2
+            if not isinstance(max_skew, int) or not 0 <= max_skew < half:
+                raise ValueError(f"max_skew={max_skew!r} must be in 0..{half - 1} symbols "
+                                 f"(under half a marker period of fec_am_period="
+                                 f"{fec_am_period})")
+            self.fec_latency = rx_latency(n_lanes, fec_symbols)
+            fec_rtt = 2 * (12 + self.fec_latency + latency)
+        self.lane_bits = lane_bits(lane_profile, fec_symbols, n_lanes)
+        if replay_timeout == 0 and fec_rtt:
+            base = ChipletParams(tl_per_dl=tl_per_dl).timeout
+            replay_timeout = min(65535, base + fec_rtt)
         self.chiplet_params = ChipletParams(tl_per_dl=tl_per_dl, replay_depth=replay_depth,
                                             rx_credits=rx_credits,
                                             replay_timeout=replay_timeout,
@@ -158,9 +243,11 @@ class Fabric(wiring.Component):
         self.switch = Switch(n_ports=n, data_width=SLOT_BITS, depth=depth,
                              iterations=iterations or None, out_depth=out_depth,
                              n_groups=n_groups, reduce=True, n_chunks=n_chunks)
-        pcs_check(n_lanes, am_period, max_skew, ber_window)
+        if lane_profile == "64b66b":
+            pcs_check(n_lanes, am_period, max_skew, ber_window)
         self.n_fault_lanes = 2 * n * n_lanes
         beat = stream.Signature(port_layout())
+        fec = {"o_fec": Out(fec_status_layout()).array(n)} if lane_profile == "rs544" else {}
         super().__init__({
             "i_req": In(beat).array(n),
             "i_rsp": In(beat).array(n),
@@ -176,14 +263,21 @@ class Fabric(wiring.Component):
             "o_unit_stats": Out(unit_stats_layout()).array(n),
             "o_config_drops": Out(32),
             "o_bridge_drops": Out(16).array(n),
+            **fec,
         })
 
     def _direction(self, m, name, src, dst, e, d):
         """src chiplet → PCS → lanes (faults) → PCS → dst chiplet; returns the PcsRx."""
         tx_ad = PhyToPcs(tl_per_dl=self.chiplet_params.tl_per_dl)
-        tx = PcsTx(n_lanes=self.n_lanes, am_period=self.am_period)
-        rx = PcsRx(n_lanes=self.n_lanes, am_period=self.am_period, max_skew=self.max_skew,
-                   ber_window=self.ber_window)
+        if self.lane_profile == "rs544":
+            fec = dict(n_lanes=self.n_lanes, symbols=self.fec_symbols, n_words=2,
+                       am_period=self.fec_am_period)
+            tx = FecPcsTx(**fec)
+            rx = FecPcsRx(**fec, max_skew=self.max_skew)
+        else:
+            tx = PcsTx(n_lanes=self.n_lanes, am_period=self.am_period)
+            rx = PcsRx(n_lanes=self.n_lanes, am_period=self.am_period, max_skew=self.max_skew,
+                       ber_window=self.ber_window)
         rx_ad = PcsToPhy(tl_per_dl=self.chiplet_params.tl_per_dl)
         m.submodules[f"{name}_txad"] = tx_ad
         m.submodules[f"{name}_pcstx"] = tx
@@ -198,7 +292,8 @@ class Fabric(wiring.Component):
         cfg = self.i_fault
         for k in range(self.n_lanes):
             idx = lane_index(e, d, k, self.n_lanes)
-            lf = LaneFault(seed=self.fault_seed * 1000003 + idx, latency=self.latency)
+            lf = LaneFault(seed=self.fault_seed * 1000003 + idx, latency=self.latency,
+                           width=self.lane_bits)
             m.submodules[f"{name}_lane{k}"] = lf
             threshold = Signal(32, name=f"{name}_threshold{k}")
             dark = Signal(name=f"{name}_dark{k}")
@@ -260,6 +355,17 @@ class Fabric(wiring.Component):
                 m.d.comb += [link.eq(rx.o_link_up), getattr(ls, f"{dname}_drops").eq(drops)]
                 with m.If(was & ~rx.o_link_up & (drops != 0xFFFF)):
                     m.d.sync += drops.eq(drops + 1)
+                if self.lane_profile == "rs544":
+                    fs = self.o_fec[e]
+                    m.d.comb += [getattr(ls, f"{dname}_slips").eq(rx.o_relocks),
+                                 getattr(ls, f"{dname}_decode_errors").eq(rx.o_uncorrectable)]
+                    for f in ("codewords", "corrected_codewords", "corrected_symbols",
+                              "uncorrectable"):
+                        m.d.comb += getattr(fs, f"{dname}_{f}").eq(getattr(rx, f"o_{f}"))
+                    for k in range(self.n_lanes):
+                        m.d.comb += getattr(fs, f"{dname}_symbol_errors{k}").eq(
+                            rx.o_symbol_errors[k])
+                    continue
                 slips = sum(rx.o_slips[k] for k in range(self.n_lanes))
                 bips = sum(rx.o_bip_errors[k] for k in range(self.n_lanes))
                 m.d.comb += [getattr(ls, f"{dname}_slips").eq(slips),

@@ -17,7 +17,7 @@ from fusionfabric.rtl.fec.keyeq import RiBM
 from fusionfabric.rtl.fec.lock import HUNT_PERIODS, ID_BITS, LOSS_LIMIT, LaneLock
 from fusionfabric.rtl.hdl import popcount
 
-__all__ = ["FecPcsRx", "detranscode", "MAX_SYMBOLS", "LOSS_LIMIT", "HUNT_PERIODS"]
+__all__ = ["FecPcsRx", "rx_latency", "detranscode", "MAX_SYMBOLS", "LOSS_LIMIT", "HUNT_PERIODS"]
 
 SB = code.M
 #: Largest P: the block extractor takes at most one 257-bit block per beat (10 P <= 257).
@@ -68,6 +68,16 @@ def detranscode(m: Module, bits, name: str = "dtc"):
                      c.eq(err | (~b0 & ~flags[j]))]
         words.append((d, c))
     return words, err
+
+
+def _decoder_latency(B: int, bypass_correction: bool) -> int:
+    return B - 1 + (1 if bypass_correction else RiBM.LATENCY) + 3
+
+
+def rx_latency(n_lanes: int, symbols: int, bypass_correction: bool = False) -> int:
+    """:attr:`FecPcsRx.latency` of a receiver with these parameters, without building one."""
+    S, B = symbols // n_lanes, code.N // symbols
+    return -(-8 // S) + _decoder_latency(B, bypass_correction) + B + 3
 
 
 class FecPcsRx(wiring.Component):
@@ -178,7 +188,7 @@ class FecPcsRx(wiring.Component):
         self.n_am = am_blocks(n_lanes)
         lane_delay = -(-8 // self.S)
         #: First lane symbol of a codeword to the row with its first word, in cycles.
-        self.latency = lane_delay + self._decoder_latency() + self.B + 3
+        self.latency = rx_latency(n_lanes, symbols, bypass_correction)
         #: Cycle of the first ``o_link_up`` on clean lanes whose first marker is at cycle 0.
         self.lock_cycles = am_period * self.B + lane_delay + 1
         cw = counter_width
@@ -198,7 +208,7 @@ class FecPcsRx(wiring.Component):
 
     def _decoder_latency(self) -> int:
         """:attr:`RsDecoder.latency` (checked when the decoder is built)."""
-        return self.B - 1 + (1 if self.bypass_correction else RiBM.LATENCY) + 3
+        return _decoder_latency(self.B, self.bypass_correction)
 
     def elaborate(self, platform):
         m = Module()

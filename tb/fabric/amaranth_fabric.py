@@ -66,7 +66,7 @@ def run_workload(params: dict, test_args: dict, seed: int, waves: bool = False,
         out["link_up"] = t
         if faults and faults.get("ber"):
             ctx.set(fab.i_fault.payload.as_value(), FAULT.pack(
-                all=1, threshold=ber_threshold(float(faults["ber"]))))
+                all=1, threshold=ber_threshold(float(faults["ber"]), fab.lane_bits)))
             ctx.set(fab.i_fault.valid, 1)
             await ctx.tick()
             ctx.set(fab.i_fault.valid, 0)
@@ -80,7 +80,7 @@ def run_workload(params: dict, test_args: dict, seed: int, waves: bool = False,
             if cyc == slip_at and slip_lane >= 0:
                 ctx.set(fab.i_fault.payload.as_value(), FAULT.pack(
                     lane=slip_lane, slip=int(faults.get("slip_bits", 1)),
-                    threshold=ber_threshold(float(faults.get("ber", 0)))))
+                    threshold=ber_threshold(float(faults.get("ber", 0)), fab.lane_bits)))
                 ctx.set(fab.i_fault.valid, 1)
             elif cyc == slip_at + 1:
                 ctx.set(fab.i_fault.valid, 0)

@@ -10,7 +10,8 @@ from collections import deque
 
 from cocotb.triggers import ClockCycles, Event, FallingEdge, ReadOnly
 
-from fusionfabric.rtl.fabric.fabric import FAULT, LINK_STATUS, lane_index
+from fusionfabric.rtl.fabric.fabric import FAULT, FEC_STATUS, LINK_STATUS, lane_bits, lane_index
+from fusionfabric.rtl.fabric.fault import ber_threshold
 from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.bitfields import Fields
 from fusionfabric.formats.chiplet import STATUS, Opcode
@@ -150,6 +151,14 @@ class Endpoint:
                 and self.rsp_src.idle_now)
 
 
+def fec_totals(endpoints: list[dict]) -> dict:
+    """FEC counters summed over both directions of every endpoint: ``codewords``,
+    ``corrected_codewords``, ``corrected_symbols``, ``uncorrectable``."""
+    keys = ("codewords", "corrected_codewords", "corrected_symbols", "uncorrectable")
+    return {k: sum(int(x["fec"][f"{d}_{k}"]) for x in endpoints for d in ("up", "down"))
+            for k in keys}
+
+
 class FabricTB(TB):
     """The whole fabric: endpoints, configuration, faults, status, results file."""
 
@@ -158,6 +167,10 @@ class FabricTB(TB):
         p = self.params
         self.n = int(p.get("n_endpoints", 8))
         self.n_lanes = int(p.get("n_lanes", 2))
+        self.lane_profile = str(p.get("lane_profile", "64b66b"))
+        #: Bits per cycle of one lane (the LaneFault width the BER is set for).
+        self.lane_bits = lane_bits(self.lane_profile, int(p.get("fec_symbols", 8)),
+                                   self.n_lanes)
         self.idle, self.backpressure = idle, backpressure
         self.entry = group_entry(self.n)
         self.cfg = Fields([("group", GROUP_BITS), ("entry", self.entry.width)])
@@ -288,6 +301,10 @@ class FabricTB(TB):
         self.fault.send(FAULT.pack(lane=lane, all=int(all_lanes), threshold=threshold,
                                    dark=dark, slip=slip))
 
+    def ber_threshold(self, ber: float) -> int:
+        """``i_fault.threshold`` for bit error rate ``ber`` on this fabric's lanes."""
+        return ber_threshold(float(ber), self.lane_bits)
+
     def lane(self, endpoint, direction, k):
         return lane_index(endpoint, direction, k, self.n_lanes)
 
@@ -302,6 +319,12 @@ class FabricTB(TB):
     def link(self, e):
         return LINK_STATUS.unpack(to_int(getattr(self.dut, f"o_link__{e}").value))
 
+    def fec(self, e) -> dict | None:
+        """Endpoint ``e``'s FEC receiver counters (:data:`FEC_STATUS`), None on 64b/66b."""
+        if self.lane_profile != "rs544":
+            return None
+        return FEC_STATUS.unpack(to_int(getattr(self.dut, f"o_fec__{e}").value))
+
     def switch_stats(self, e):
         lay = Fields([(s, 32) for s in SWITCH_STATS])
         return lay.unpack(to_int(getattr(self.dut, f"o_stats__{e}").value))
@@ -314,6 +337,9 @@ class FabricTB(TB):
         return to_int(getattr(self.dut, f"o_flips__{idx}").value)
 
     async def wait_links_up(self, limit=5000):
+        if self.lane_profile == "rs544":   # FEC lock: two marker periods, then the decoder
+            p = self.params
+            limit += 4 * int(p.get("fec_am_period", 8)) * 544 // int(p.get("fec_symbols", 8))
         for t in range(limit):
             await self.sample()
             if all(self.status(e, s)["state"] == LINK_ACTIVE
@@ -374,6 +400,7 @@ class FabricTB(TB):
                 "flips": sum(self.flips(self.lane(e, d, k)) for d in (0, 1)
                              for k in range(self.n_lanes)),
                 "chiplet_ep": st_ep, "chiplet_sw": st_sw, "link": link,
+                **({"fec": self.fec(e)} if self.lane_profile == "rs544" else {}),
                 "switch": self.switch_stats(e), "unit": self.unit_stats(e),
             })
         out = {"workload": workload, "n_endpoints": self.n, "seed": self.run_seed(),
@@ -381,6 +408,8 @@ class FabricTB(TB):
                "bytes_moved": sum(x["received_bytes"] for x in eps),
                "replays": sum(x["replays"] for x in eps),
                "relocks": sum(x["relocks"] for x in eps),
+               "lane_profile": self.lane_profile,
+               **({"fec": fec_totals(eps)} if self.lane_profile == "rs544" else {}),
                "endpoints": eps}
         if extra:
             out.update(extra)

@@ -43,7 +43,6 @@ from __future__ import annotations
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge
 
-from fusionfabric.rtl.fabric.fault import ber_threshold
 from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.chiplet import Opcode
 from fusionfabric.sim.chiplet import Message
@@ -62,7 +61,7 @@ async def _start(tb, faults=None):
     tb.t_up = await tb.wait_links_up()
     tb.slips0 = sum(tb.link(e)["up_slips"] + tb.link(e)["down_slips"] for e in range(tb.n))
     if faults and faults.get("ber"):
-        tb.set_fault(threshold=ber_threshold(float(faults["ber"])), all_lanes=True)
+        tb.set_fault(threshold=tb.ber_threshold(faults["ber"]), all_lanes=True)
         await ClockCycles(tb.clk, 2)
 
 
@@ -214,7 +213,7 @@ async def test_faults(dut):
     ber = float(tb.args.get("ber", 2e-5))
     lane = int(tb.args.get("slip_lane", 1))
     await _start(tb, {"ber": ber})
-    tb.threshold = ber_threshold(ber)
+    tb.threshold = tb.ber_threshold(ber)
     t0 = tb.cycle()
     cocotb.start_soon(_slip_later(tb, lane, int(tb.args.get("slip_at", 400))))
     ar = AllReduce(tb, int(tb.args.get("granules", 32)))
@@ -252,7 +251,7 @@ async def test_workload(dut):
         tb.write_entry(g, tb.entry.pack(**d))
     await tb.config_done()
     if faults:
-        tb.threshold = ber_threshold(float(faults.get("ber", 0)))
+        tb.threshold = tb.ber_threshold(faults.get("ber", 0))
         cocotb.start_soon(_slip_later(tb, int(faults.get("slip_lane", -1)),
                                       int(faults.get("slip_at", 1000)),
                                       int(faults.get("slip_bits", 1))))
@@ -289,6 +288,7 @@ async def test_workload(dut):
         crc_errors=sum(x["crc_errors"] for x in eps), flips=sum(x["flips"] for x in eps),
         slips=sum(x["link"]["up_slips"] + x["link"]["down_slips"] for x in eps) - tb.slips0,
         tx_bytes=tx, rx_bytes=rx, sim=tb.sim, link_up_cycles=tb.t_up,
+        lane_profile=tb.lane_profile, **({"fec": status["fec"]} if "fec" in status else {}),
         endpoints=[{**x, "tx_bytes": tx[i], "rx_bytes": rx[i],
                     "goodput_bytes_per_cycle": round(rx[i] / max(1, cycles), 4)}
                    for i, x in enumerate(eps)])
