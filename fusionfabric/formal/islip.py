@@ -50,6 +50,24 @@ def _at_most_one(x):
     return (x & (x - 1)) == 0
 
 
+def wait_bound(m, alloc, n, bound):
+    """For an allocator with ``i_req``/``o_match`` of ``n`` ports: per (input, output),
+    the cycles its request has been up and unmatched, asserted ``< bound``; returns the
+    counters."""
+    waits = []
+    for i in range(n):
+        for o in range(n):
+            w = Signal(range(bound + 1), name=f"wait_{i}_{o}")
+            waits.append(w)
+            with m.If(alloc.i_req[i][o] & ~alloc.o_match[i][o]):
+                with m.If(w != bound):
+                    m.d.sync += w.eq(w + 1)
+            with m.Else():
+                m.d.sync += w.eq(0)
+            m.d.comb += Assert(w < bound, "wait_bound")
+    return waits
+
+
 class ISLIPHarness(Elaboratable):
     def __init__(self, planted: str | None = None, n_ports: int = N_PORTS,
                  iterations: int = ITERATIONS, wait_bound: int = WAIT_BOUND,
@@ -102,17 +120,7 @@ class ISLIPHarness(Elaboratable):
 
         # 4: bounded waiting
         B = self.wait_bound
-        waits = []
-        for i in range(n):
-            for o in range(n):
-                w = Signal(range(B + 1), name=f"wait_{i}_{o}")
-                waits.append(w)
-                with m.If(dut.i_req[i][o] & ~dut.o_match[i][o]):
-                    with m.If(w != B):
-                        m.d.sync += w.eq(w + 1)
-                with m.Else():
-                    m.d.sync += w.eq(0)
-                m.d.comb += Assert(w < B, "wait_bound")
+        waits = wait_bound(m, dut, n, B)
         m.d.comb += Cover(Cat(w == B - 1 for w in waits).any())
 
         # 5: pointer rule

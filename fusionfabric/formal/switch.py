@@ -65,6 +65,7 @@ from fusionfabric.formats.switch import Kind, group_entry
 from fusionfabric.rtl.switch.islip import ISLIPAllocator, mask_above
 from fusionfabric.rtl.switch.top import Switch
 from .flow import Harness, driven_signals, register
+from .islip import wait_bound
 
 N_PORTS = 3
 DATA_WIDTH = 2
@@ -119,22 +120,6 @@ def _plant_allocator(planted, alloc, am, asig, n):
     elif planted == "double-grant":
         am.d.comb += grant0[0].eq(Cat(alloc.i_req[i][0] for i in range(n)))
     return gmask, grant0, accept0
-
-
-def _wait_bound(m, alloc, n, bound):
-    """Per (input, output): cycles the request has been up and unmatched; assert < bound."""
-    waits = []
-    for i in range(n):
-        for o in range(n):
-            w = Signal(range(bound + 1), name=f"wait_{i}_{o}")
-            waits.append(w)
-            with m.If(alloc.i_req[i][o] & ~alloc.o_match[i][o]):
-                with m.If(w != bound):
-                    m.d.sync += w.eq(w + 1)
-            with m.Else():
-                m.d.sync += w.eq(0)
-            m.d.comb += Assert(w < bound, "wait_bound")
-    return waits
 
 
 def _one_grant(m, alloc, n):
@@ -277,7 +262,7 @@ class SwitchHarness(Elaboratable):
 
         # ---- the allocator: one grant per input and per output, fairness ----
         _one_grant(m, alloc, P)
-        _wait_bound(m, alloc, P, WAIT_BOUND)
+        wait_bound(m, alloc, P, WAIT_BOUND)
         started = Signal()
         m.d.sync += started.eq(1)
         for o in range(P):
@@ -388,7 +373,7 @@ class SwitchAllocHarness(Elaboratable):
             m.d.comb += alloc.i_req[i].eq(voq & credit_ok & lock_ok)
 
         _one_grant(m, alloc, n)
-        waits = _wait_bound(m, alloc, n, self.wait_bound)
+        waits = wait_bound(m, alloc, n, self.wait_bound)
         m.d.comb += Cover(Cat(w == self.wait_bound - 1 for w in waits).any(),
                           "wait_bound_reached")
         return m
