@@ -91,10 +91,13 @@ def test_link_through_pcs_lane_bursts():
 
 @pytest.mark.cocotb
 def test_link_through_pcs_dark_lane():
-    """The A→B lanes dark for 3,000 cycles mid-run: B's PCS loses lock and the chiplets go
+    """The A→B lanes dark for 1,500 cycles mid-run: B's PCS loses lock and the chiplets go
     down (seen and counted), the lanes come back, the PCS relocks and the traffic completes
-    with nothing lost, duplicated or corrupted."""
-    result = _pcs("icarus", {"n": 40, "dark_lane": [600, 3000], "stall": 20000})
+    with nothing lost, duplicated or corrupted. The outage plus the relock stays well inside
+    the derived ``link_timeout`` (3,200 cycles at ``tl_per_dl = 4``), so the link never
+    goes FAILED and no request is refused; outages longer than that are the escalation
+    tests' (tests/test_dl_escalation.py)."""
+    result = _pcs("icarus", {"n": 40, "dark_lane": [600, 1500], "stall": 20000})
     assert result.tests and not result.failed
 
 
