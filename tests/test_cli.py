@@ -225,9 +225,10 @@ for name, block in all_blocks().items():
 """
 
 
-#: Blocks whose whole Verilog is inside another block's at the CI parameters (the fabric is
-#: a submodule of fabric-bist): generated twice only in the soak variant.
-CONTAINED = ("fabric",)
+#: Blocks generated twice only in the soak variant: the fabric and the fabric BIST (the
+#: fabric is a submodule of fabric-bist) and the FEC receiver and RS decoder, whose
+#: generation takes most of the CI variant's time; every other block in CI.
+CONTAINED = ("fabric", "fabric-bist", "fec-pcs-rx", "rs-decoder")
 
 
 @pytest.mark.parametrize("skip", [

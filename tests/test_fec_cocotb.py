@@ -21,7 +21,7 @@ CASES = [
     _case(32, "icarus", soak=True),
     _case(8, "icarus", bypass_correction=True),
     _case(8, "icarus", bypass_indication=True, soak=True),
-    _case(4, "verilator"),
+    _case(4, "verilator", soak=True),
     _case(8, "verilator", soak=True),
     _case(32, "verilator", soak=True),
 ]

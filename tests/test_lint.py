@@ -21,10 +21,16 @@ from fusionfabric import lint
 DOC = Path(__file__).resolve().parents[1] / "docs" / "lint.md"
 
 
+#: Blocks whose lint alone takes about a minute or more (the fabric's Verilog is ~850,000
+#: lines): linted in the soak run (``make soak``), every other block in CI.
+SLOW_LINT = ("fabric", "fabric-bist", "fec-pcs-rx", "rs-decoder")
+
+
 def _configs():
     out = []
     for name, block in all_blocks().items():
-        out.append(pytest.param(name, id=name))
+        marks = [pytest.mark.soak] if name in SLOW_LINT else []
+        out.append(pytest.param(name, id=name, marks=marks))
     return out
 
 

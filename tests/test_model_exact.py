@@ -71,10 +71,13 @@ CASES = [
     (8, "fifo", "multicast_storm", "icarus"),
     (8, "voq", "random", "verilator"),
 ]
+#: The Verilator case takes over a minute: soak.
+SLOW = {(8, "voq", "random", "verilator")}
 
 
-@pytest.mark.parametrize("n, mode, kind, sim", CASES,
-                         ids=[f"{n}ports-{m}-{k}-{s}" for n, m, k, s in CASES])
+@pytest.mark.parametrize("n, mode, kind, sim", [
+    pytest.param(*c, id=f"{c[0]}ports-{c[1]}-{c[2]}-{c[3]}",
+                 marks=[pytest.mark.soak] if c in SLOW else []) for c in CASES])
 def test_model_matches_rtl_cycle_for_cycle(n, mode, kind, sim):
     packets, cycles, groups, ready = _trace(kind, n, seed=1000 + 7 * n + len(kind))
     args = {"packets": [list(map(int, p)) for p in packets], "cycles": cycles,

@@ -20,11 +20,11 @@ CONFIGS = [
     ("icarus", 2, 32, 4, 512, 66),
     ("icarus", 4, 20, 3, 64, 66),
     ("verilator", 4, 32, 4, 512, 66),
-    ("verilator", 8, 40, 6, 512, 66),
+    pytest.param(("verilator", 8, 40, 6, 512, 66), marks=pytest.mark.soak),
     ("icarus", 1, 16, 3, 512, 32),
     ("icarus", 3, 20, 3, 512, 64),
     ("verilator", 2, 16, 3, 512, 32),
-    ("verilator", 4, 24, 4, 512, 64),
+    pytest.param(("verilator", 4, 24, 4, 512, 64), marks=pytest.mark.soak),
 ]
 
 SOAK = [(sim, n, p, s, 512, w) for sim in ("icarus", "verilator") for n in (1, 2, 3, 4, 5, 8)
