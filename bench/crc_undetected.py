@@ -106,6 +106,8 @@ def main():
         p = D.p_undetected(b, line.counts, 4)
         print(f"{b:>9.0e} P_ud {p['payload']:.2e}, mean time between "
               f"{_mtbu(p['payload'], rate.flits_per_s)}")
+    print("sync: 0, flagged by PcsToPhy (err) or the chain ends; START: false START rows "
+          "and START rows read as data only (a damaged START row ends the chain)")
     print("* marker: estimate, all misframed flits after a realignment reach the CRC")
 
     rate2 = D.flit_rate_rs544(a.lane_gbps, 4, a.start_every)

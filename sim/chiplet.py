@@ -326,7 +326,9 @@ class PhyRx:
 
     :meth:`row` takes a received row — ``("start",)``, ``("idle",)``, ``("data", d)`` or
     ``("error", d)`` (anything else: an ERROR block, a damaged row) — and returns the word
-    it delivers, ``(data, first)``, or None.
+    it delivers, ``(data, first, err)``, or None. ``err`` is set on a slot made from a row
+    that is not a data row; a row that is neither data nor START right after a flit's last
+    slot ends the chain (the receiver waits for a START row).
     """
 
     def __init__(self, tl_per_dl: int = 4):
@@ -338,22 +340,23 @@ class PhyRx:
     def row(self, row):
         kind = row[0]
         data = row[1] if len(row) > 1 else 0
+        err = kind != "data"
         if kind == "start":
             self.armed, self.pos = True, 0
             return None
         if self.armed:
             self.armed, self.pos = False, 1
-            return (data, True)
+            return (data, True, err)
         if self.pos == self.L:
-            if kind == "idle":
+            if err:
                 self.pos = 0
                 return None
             self.pos = 1
-            return (data, True)
+            return (data, True, False)
         if self.pos:
             self.pos += 1
-            return (data, False)
-        return (data, False) if kind == "data" else None
+            return (data, False, err)
+        return (data, False, False) if not err else None
 
 
 # -- transaction-level link model (scoreboards) ---------------------------------------------

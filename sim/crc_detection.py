@@ -348,15 +348,23 @@ def p_undetected(ber: float, counts: dict, tl_per_dl: int = 4,
       fraction of non-zero patterns that are multiples of a degree-32 generator, which a
       CRC approaches for weights at and above its Hamming distance (the sampled fraction at
       5 line errors is within a few per cent of it, :func:`weight_fraction`).
-    - ``sync``: one sync-header error of a data block makes the receiver deliver the
-      ``ERROR`` control word instead of that block's 64 data bits: an error pattern that
-      depends on the data, undetected for ``2^32 - 1`` of the ``2^64`` data words, so
-      ``68 ber 2^-32`` per flit (2 sync bits x 34 blocks).
-    - ``start``: an error that damages the block type of a chained START row (the lane 0
-      type octet: 8 payload bits, each reached from 3 line positions, plus the 2 sync
-      bits; one START row per ``start_every`` flits) makes :class:`PhyRx` take the START
-      row as a first slot, so the next ``start_every`` flits are misframed, each passing
-      with ``2^-32``: ``26 ber 2^-32`` per flit whatever ``start_every``.
+    - ``sync``: 0. A sync-header error of a data block (any change of its two bits) makes
+      the receiver deliver a control word (``ERROR`` or another control block) instead of
+      the block's 64 data bits; the row is not a clean data row, so
+      :class:`fusionfabric.sim.chiplet.PhyRx` (and ``PcsToPhy``) marks that slot ``err``
+      and the DL fails the flit whatever its CRC, or, at a flit boundary, ends the chain
+      (nothing is delivered as a flit until the next START row).
+    - ``start``: a damaged START row (or any damaged row) at a flit boundary ends the
+      chain, so it no longer misframes flits. What is left are rows the PCS delivers as a
+      *clean* row of the wrong kind, which no flag marks: (a) a data row whose lane 0 sync
+      header has both bits flipped (01 -> 10) and whose first payload octet reads as the
+      START type (``2^-8`` for uniform data) is a false START row: the flits that follow
+      are misframed until the next real START row, ``(start_every - 1) / 2`` complete
+      flits on average with back-to-back flits, so ``L ber^2 2^-8 (start_every - 1) / 2
+      2^-32`` per flit (``L`` rows per flit); (b) a START row with the sync headers of
+      both lanes flipped (4 line errors) reads as a clean data row that a chained flit
+      begins with: ``start_every`` misframed flits per START row, ``ber^4 2^-32`` per
+      flit. Each misframed flit passes with ``2^-32``.
     - ``marker`` (an estimate, upper end): an error in the 48 marker bits (M0..M2,
       M4..M6) or the sync header of either lane's alignment marker fails the receiver's
       marker-row check and drops the alignment; rows are lost, so the flits after the
@@ -370,12 +378,13 @@ def p_undetected(ber: float, counts: dict, tl_per_dl: int = 4,
     exact = sum(int(counts.get(k, 0)) * _binom_pmf(m, k, ber) / math.comb(m, k)
                 for k in range(1, 5))
     p_ge5 = sum(_binom_pmf(m, k, ber) for k in range(5, min(m, 80) + 1))
-    blocks = n // PAYLOAD_BITS
     payload = exact + p_ge5 * f_high
-    sync = 2 * blocks * ber * 2.0 ** -32
-    # (3 * 8 + 2) ber per START row, one START row and start_every misframed flits per
-    # start_every flits
-    start = (3 * 8 + 2) * ber * 2.0 ** -32
+    # sync-header errors of data blocks are flagged (err) or end the chain: never accepted
+    sync = 0.0
+    # rows delivered clean but of the wrong kind: a false START row (2 lane-0 sync errors,
+    # START type octet) and a START row read as data (4 sync errors)
+    L = dl_flit_slots(tl_per_dl)
+    start = (L * ber ** 2 * 2.0 ** -8 * (start_every - 1) / 2 + ber ** 4) * 2.0 ** -32
     rows_per_flit = dl_flit_slots(tl_per_dl) + 1 / start_every
     marker = rows_per_flit / (am_period - 1) * 2 * (48 + 2) * ber * start_every * 2.0 ** -32
     return {"payload": payload, "payload_exact": exact, "p_k_ge5": p_ge5, "sync": sync,
@@ -430,7 +439,9 @@ class ModelChain:
     transmit` (2 lanes, markers every ``am_period`` rows), the line (66-bit blocks per
     lane), :class:`fusionfabric.sim.pcs.Receiver`, then the rows as
     :class:`fusionfabric.rtl.chiplet.phy.PcsToPhy` classifies them into
-    :class:`fusionfabric.sim.chiplet.PhyRx`, and whole flits collected as the DL does.
+    :class:`fusionfabric.sim.chiplet.PhyRx`, and whole flits collected as the DL does, each
+    with the ``err`` flag of its slots (:meth:`receive_flagged`); :meth:`accepted` keeps
+    the flits the DL accepts (no ``err`` slot, CRC matching).
 
     The flits are preceded by IDLE rows (``lead`` of them) so that the receiver gains block
     lock, marker lock and alignment first; its state just before row ``snap_row`` is kept,
@@ -504,19 +515,20 @@ class ModelChain:
         return ("error", d)
 
     def _collect(self, rx, phy, out, cur):
-        """One receiver output row into PhyRx and the DL's flit collector."""
+        """One receiver output row into PhyRx and the DL's flit collector (a flit is its
+        slots and whether any of them carried ``err``)."""
         if not rx.out_valid:
             return cur
         w = phy.row(self._classify(rx.out_words))
         if w is None:
             return cur
-        data, first = w
+        data, first, err = w
         if first:
-            cur = [data]
+            cur = ([data], err)
         elif cur is not None:
-            cur.append(data)
-        if cur is not None and len(cur) == self.L:
-            out.append(b"".join(int(s).to_bytes(16, "little") for s in cur))
+            cur = (cur[0] + [data], cur[1] or err)
+        if cur is not None and len(cur[0]) == self.L:
+            out.append((b"".join(int(s).to_bytes(16, "little") for s in cur[0]), cur[1]))
             cur = None
         return cur
 
@@ -533,12 +545,13 @@ class ModelChain:
             self._snap = (snap_row, rx, phy, out, cur)
         return self._copy(self._snap[1:])
 
-    def receive(self, flips=(), snap_row: int | None = None) -> list[bytes]:
-        """The complete flits the DL receives with line bits ``flips`` flipped: each a
-        ``(line_row, lane, bit)``, bit 0..65 of the 66-bit block (0, 1: sync header;
-        2 + j: payload bit j). Rows before ``snap_row`` (default: two rows before the
-        first flit's first slot) must carry no flip; the receiver's state there is computed
-        once and reused."""
+    def receive_flagged(self, flips=(), snap_row: int | None = None) -> list[tuple[bytes, bool]]:
+        """The complete flits the DL receives with line bits ``flips`` flipped, each with
+        its ``err`` flag (a slot made from a damaged row: the DL fails the flit whatever its
+        CRC): ``(flit, err)``. A flip is ``(line_row, lane, bit)``, bit 0..65 of the
+        66-bit block (0, 1: sync header; 2 + j: payload bit j). Rows before ``snap_row``
+        (default: two rows before the first flit's first slot) must carry no flip; the
+        receiver's state there is computed once and reused."""
         if snap_row is None:
             snap_row = self.line_row_of_flit(0, 0) - 2
         flip = {}
@@ -551,3 +564,13 @@ class ModelChain:
             rx.step([self.blocks[k][r] ^ flip.get((r, k), 0) for k in range(N_LANES)])
             cur = self._collect(rx, phy, out, cur)
         return out
+
+    def receive(self, flips=(), snap_row: int | None = None) -> list[bytes]:
+        """The complete flits of :meth:`receive_flagged`, without the flags."""
+        return [f for f, _ in self.receive_flagged(flips, snap_row)]
+
+    def accepted(self, flips=(), snap_row: int | None = None) -> list[bytes]:
+        """The flits the DL accepts: no ``err`` slot and a matching CRC."""
+        from fusionfabric.sim.chiplet import dl_parse
+        return [f for f, err in self.receive_flagged(flips, snap_row)
+                if not err and dl_parse(f, self.tl_per_dl)[0]]

@@ -37,8 +37,11 @@ def _frame(words, tl_per_dl, start_every):
 
 
 def _deframe(rows, tl_per_dl):
+    """The ``(data, first)`` words PhyRx delivers from clean rows (none carries ``err``)."""
     rx = C.PhyRx(tl_per_dl)
-    return [w for w in (rx.row(r) for r in rows) if w is not None]
+    out = [w for w in (rx.row(r) for r in rows) if w is not None]
+    assert not any(err for _, _, err in out)
+    return [(d, first) for d, first, _ in out]
 
 
 @pytest.mark.parametrize("tl_per_dl,start_every", [(1, 1), (4, 16), (4, 3), (32, 16)])
@@ -73,7 +76,8 @@ def test_model_resynchronises_within_start_every(damage):
     """One damaged row (replaced by an ERROR row, deleted, an extra row inserted, or a
     START row turned into an ERROR row): the receiver delivers every word of every flit
     that begins after the next START row exactly as sent; a damaged data row inside a
-    flit shifts nothing (only that slot differs)."""
+    flit shifts nothing (only that slot differs, marked ``err``); one in the first row of
+    a chained flit ends the chain until the next START row."""
     tl, K = 2, 4
     rng = np.random.default_rng([7, len(damage)])
     for trial in range(30):
@@ -104,9 +108,18 @@ def test_model_resynchronises_within_start_every(damage):
         shift = {"drop": -1, "extra": 1}.get(damage, 0)
         assert got[nxt + 1 + shift:] == ref[nxt + 1:], (damage, trial, j, nxt)
         if damage == "error" and rows[j][0] == "data":
-            # a damaged slot inside the count: everything else identical
-            assert [g for i, g in enumerate(got) if i != j] == \
-                [r for i, r in enumerate(ref) if i != j]
+            if ref[j][1] and rows[j - 1][0] != "start":
+                # the first row of a chained flit: the chain ends there, and the rows up
+                # to the next START row pass outside any flit (first = 0, err = 0)
+                assert got[j] is None and got[:j] == ref[:j], (trial, j)
+                assert got[j + 1:nxt + 1] == [None if r is None else (r[0], False, False)
+                                              for r in ref[j + 1:nxt + 1]], (trial, j)
+            else:
+                # a damaged slot inside the count (marked err) or a row outside a flit
+                # (dropped): everything else identical
+                assert got[j] in (None, (0, ref[j][1], True)), (trial, j)
+                assert [g for i, g in enumerate(got) if i != j] == \
+                    [r for i, r in enumerate(ref) if i != j]
 
 
 def test_bad_parameters_raise():

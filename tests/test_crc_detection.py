@@ -46,33 +46,38 @@ def line_search():
 
 def test_every_single_line_error_through_the_model_chain():
     """Every one of the 18 x 2 x 66 line bits that reach flit 1 (its 17 rows and the row
-    before it), flipped alone: no flit other than the two sent passes the CRC; payload
-    flips hit exactly the flit bits of the descrambler triplet; a sync flip replaces that
-    lane's 64 bits by the ERROR word."""
+    before it), flipped alone: the DL accepts no flit other than the two sent; payload
+    flips hit exactly the flit bits of the descrambler triplet and set no ``err``; a sync
+    flip replaces that lane's 64 bits by the ERROR word and marks the flit ``err``, or, in
+    the first row of the chained flit 1, ends the chain so that flit 1 is not delivered."""
     seed = 11
     rng = np.random.default_rng(seed)
     sent = [_flit(rng), _flit(rng)]
     chain = D.ModelChain(sent)
-    assert chain.receive() == sent, f"seed {seed}: clean run"
+    assert chain.receive_flagged() == [(f, False) for f in sent], f"seed {seed}: clean run"
     rows = [chain.line_row_of_flit(1, s) for s in range(-1, L)]
     assert not any(chain.is_marker[r] for r in rows), "a marker row inside the span"
+    assert chain.rows[chain.first_rows[1] - 1][0] == "data", "flit 1 is not chained"
     snap = rows[0] - 1
     for s, r in zip(range(-1, L), rows):
         for lane in range(2):
             for bit in range(66):
-                got = chain.receive([(r, lane, bit)], snap_row=snap)
+                got = chain.receive_flagged([(r, lane, bit)], snap_row=snap)
                 ctx = f"seed {seed}, slot {s}, lane {lane}, bit {bit}"
-                for f in got:
-                    assert f in sent or not C.dl_parse(f, 4)[0], f"undetected: {ctx}"
-                assert len(got) == 2, ctx
+                for f, err in got:
+                    assert f in sent or err or not C.dl_parse(f, 4)[0], f"undetected: {ctx}"
                 if bit >= 2:
+                    assert len(got) == 2 and not got[0][1] and not got[1][1], ctx
                     pos = D.flit_bit(s, lane, bit - 2)
-                    assert _diff_bits(got[1], sent[1]) == D.line_to_flit_errors([pos], N), ctx
-                elif s >= 0:
-                    word = int.from_bytes(got[1][16 * s + 8 * lane:16 * s + 8 * lane + 8],
-                                          "little")
-                    assert word == ERROR_WORD, ctx
-                    assert not C.dl_parse(got[1], 4)[0], ctx
+                    assert _diff_bits(got[1][0], sent[1]) == D.line_to_flit_errors([pos], N), ctx
+                elif s == 0:
+                    assert got == [(sent[0], False)], ctx
+                else:
+                    k, slot = (0, L - 1) if s < 0 else (1, s)
+                    assert len(got) == 2 and got[k][1] and not got[1 - k][1], ctx
+                    lo = 16 * slot + 8 * lane
+                    assert int.from_bytes(got[k][0][lo:lo + 8], "little") == ERROR_WORD, ctx
+                    assert chain.accepted([(r, lane, bit)], snap_row=snap) == [sent[1 - k]], ctx
 
 
 def test_random_two_to_four_line_errors_detected(line_search):
@@ -229,10 +234,10 @@ def test_line_error_minimum_and_the_flit_edge(line_search):
     assert got[1] != sent[1] and C.dl_parse(got[1], 4)[0], f"seed {seed}: {js}"
 
 
-def test_one_sync_error_is_undetected_for_crafted_data():
+def test_sync_error_is_flagged_even_when_the_crc_passes():
     """A sync-header error makes the receiver deliver the ERROR word for that block: with
-    the data word chosen so that data ^ ERROR is g(x) shifted into the word, one line error
-    passes the CRC (the guarantee does not cover sync headers)."""
+    the data word chosen so that data ^ ERROR is g(x) shifted into the word, the damaged
+    flit passes the CRC, but its slot carries ``err`` and the DL does not accept it."""
     seed = 18
     rng = np.random.default_rng(seed)
     slot, lane = 5, 0
@@ -248,35 +253,58 @@ def test_one_sync_error_is_undetected_for_crafted_data():
     target = C.dl_frame(tls, C.DLHeader(seq=7), 4)
     sent = [_flit(rng), target]
     chain = D.ModelChain(sent)
-    got = chain.receive([(chain.line_row_of_flit(1, slot), lane, 0)])
-    assert got[1] != target and C.dl_parse(got[1], 4)[0], f"seed {seed}"
-    # the same sync error on random data is caught
-    sent2 = [_flit(rng), _flit(rng)]
-    chain2 = D.ModelChain(sent2)
-    got2 = chain2.receive([(chain2.line_row_of_flit(1, slot), lane, 0)])
-    assert not C.dl_parse(got2[1], 4)[0], f"seed {seed}"
+    flip = [(chain.line_row_of_flit(1, slot), lane, 0)]
+    got = chain.receive_flagged(flip)
+    assert got[1][0] != target and C.dl_parse(got[1][0], 4)[0], f"seed {seed}: CRC passes"
+    assert got[1][1] and not got[0][1], f"seed {seed}: err flag"
+    assert chain.accepted(flip) == [sent[0]], f"seed {seed}"
 
 
-def test_damaged_chained_start_row_misframes():
+def test_damaged_row_at_a_flit_boundary_ends_the_chain():
     """With a START row before every flit (start_every = 1), one payload error in the type
-    octet of the START row that follows flit 0 makes the receiver take that row as the
-    first slot of a flit: the DL gets a misframed flit (the ERROR/IDLE row and flit 1's
-    first 16 slots) that only the CRC can reject."""
+    octet of the START row that follows flit 0 makes it a damaged row: the receiver ends
+    the chain there, so flit 1's rows reach the DL outside any flit (no misframed flit);
+    the same for a sync error in the first row of a chained flit (start_every = 16)."""
     seed = 19
     rng = np.random.default_rng(seed)
     sent = [_flit(rng), _flit(rng)]
     chain = D.ModelChain(sent, start_every=1)
     start_row = chain.line_row_of_flit(1, 0) - 1
-    got = chain.receive([(start_row, 0, 2 + 3)])
-    slot0 = (ERROR_WORD | control_word(BlockType.IDLE) << 64).to_bytes(16, "little")
-    assert got[0] == sent[0]
-    assert got[1] == slot0 + sent[1][:16 * 16], f"seed {seed}"
-    assert not C.dl_parse(got[1], 4)[0], f"seed {seed}"
+    assert chain.rows[chain.first_rows[1] - 1] == ("start",)
+    assert chain.receive() == sent, f"seed {seed}: clean run"
+    assert chain.receive_flagged([(start_row, 0, 2 + 3)]) == [(sent[0], False)], f"seed {seed}"
+    chain = D.ModelChain(sent, start_every=16)
+    assert chain.rows[chain.first_rows[1] - 1][0] == "data"
+    got = chain.receive_flagged([(chain.line_row_of_flit(1, 0), 1, 1)])
+    assert got == [(sent[0], False)], f"seed {seed}"
+
+
+def test_false_start_row_misframes_unflagged():
+    """The residual route of the ``start`` term: a data row whose lane 0 first octet is the
+    START type, with both bits of lane 0's sync header flipped (2 line errors), reads as a
+    clean START row; the following flit is misframed (its rows from the next one on), no
+    slot carries ``err``, and only the CRC rejects it."""
+    seed = 20
+    rng = np.random.default_rng(seed)
+    slot = 6
+    tls = [(0, rng.bytes(64)) for _ in range(4)]
+    tl = bytearray(tls[slot // 4][1])
+    tl[16 * (slot % 4)] = int(BlockType.START)
+    tls[slot // 4] = (0, bytes(tl))
+    sent = [_flit(rng), C.dl_frame(tls, C.DLHeader(seq=3), 4), _flit(rng)]
+    chain = D.ModelChain(sent)
+    assert chain.receive() == sent, f"seed {seed}: clean run"
+    r = chain.line_row_of_flit(1, slot)
+    got = chain.receive_flagged([(r, 0, 0), (r, 0, 1)])
+    mis = sent[1][16 * (slot + 1):] + sent[2][:16 * (slot + 1)]
+    assert got == [(sent[0], False), (mis, False)], f"seed {seed}"
+    assert not C.dl_parse(mis, 4)[0], f"seed {seed}"
 
 
 def test_p_undetected_terms(line_search):
     """The payload term equals the binomial sum written out independently at 1e-4, and the
-    sync and START terms are 68 and 26 x BER x 2^-32."""
+    sync term is 0 (flagged) and the START term is the false START row and the START row
+    read as data: 17 x BER^2 x 2^-8 x 7.5 + BER^4, times 2^-32."""
     res, _ = line_search
     ber = 1e-4
     m = N + 58
@@ -284,5 +312,5 @@ def test_p_undetected_terms(line_search):
     want = 39 * ber ** 4 * (1 - ber) ** (m - 4) + 2.0 ** -32 * (
         1 - sum(math.comb(m, k) * ber ** k * (1 - ber) ** (m - k) for k in range(5)))
     assert p["payload"] == pytest.approx(want, rel=1e-9)
-    assert p["sync"] == pytest.approx(68 * ber * 2.0 ** -32)
-    assert p["start"] == pytest.approx(26 * ber * 2.0 ** -32)
+    assert p["sync"] == 0
+    assert p["start"] == pytest.approx((17 * ber ** 2 / 256 * 7.5 + ber ** 4) * 2.0 ** -32)

@@ -114,9 +114,10 @@ DL_TRAILER = Fields(list(DL_HEADER.fields) + [("crc", 32)])
 assert DL_TRAILER.width == SLOT_BITS
 
 
-#: One word on the PHY side: a slot and ``first`` (first slot of a DL flit), the flit
-#: delimiter a PCS carries in its block type.
-PHY_WORD = Fields([("data", SLOT_BITS), ("first", 1)])
+#: One word on the PHY side: a slot, ``first`` (first slot of a DL flit, the flit
+#: delimiter a PCS carries in its block type) and ``err`` (the receive adapter made this
+#: slot from a row the PCS delivered damaged; the DL fails the flit; 0 on transmit).
+PHY_WORD = Fields([("data", SLOT_BITS), ("first", 1), ("err", 1)])
 #: A TL flit between the transaction and data-link layers.
 TL_FLIT = Fields([("data", TL_BYTES * 8), ("vc", 1)])
 class LinkState(IntEnum):

@@ -72,9 +72,10 @@ class Chiplet(wiring.Component):
     i_req, i_rsp : In(stream.Signature(sim.chiplet.PORT_BEAT))
     o_req, o_rsp : Out(stream.Signature(sim.chiplet.PORT_BEAT))
     o_phy : Out(stream.Signature(PHY_WORD))
-        Transmit words toward the PHY (128-bit slot + ``first``).
+        Transmit words toward the PHY (128-bit slot, ``first``; ``err`` = 0).
     i_phy : In(stream.Signature(PHY_WORD))
-        Received words from the PHY (``ready`` is always 1).
+        Received words from the PHY (``ready`` is always 1); a flit with an ``err`` word
+        fails as a CRC error.
     i_link_up : In(1)
         The PHY's receiver is locked; a drop restarts bring-up without losing flits.
     i_node_id : In(8)

@@ -21,15 +21,17 @@ class DataLinkRx(wiring.Component):
     in ``o_frame_err``); words outside a flit are ignored while hunting. The
     ``4 * tl_per_dl`` payload slots are written into one bank of a two-bank staging buffer;
     the whole flit, trailer included, goes through CRC-32 (the foundation's framed :class:`fusionfabric.rtl.crc.Crc`, one slot per
-    beat), whose residue marks a good codeword. A good flit's header is passed to the transmitter
+    beat), whose residue marks a good codeword. A flit with any word marked ``err`` (a
+    slot the PHY adapter made from a row the PCS delivered damaged) fails as if its CRC
+    did not match, whatever the residue. A good flit's header is passed to the transmitter
     (``o_good``, ``o_hdr``: acks, NAK, credits, bring-up). A good data flit whose sequence
     number is the expected one is committed: its TL flits are copied, in order, into the
     request (VC 0) or response (VC 1) receive FIFO, each ``4 * rx_credits`` slots deep,
     which the peer's credits guarantee never overflow (an overflow would be counted in
-    ``o_overflow``). A good flit ahead of the expected number (a gap) or a bad CRC starts an
-    error episode: one NAK is requested (``o_nak`` until ``i_nak_sent``); the episode ends
-    when the expected flit arrives. Flits behind it (replayed copies) are dropped and
-    counted in ``o_dup``.
+    ``o_overflow``). A good flit ahead of the expected number (a gap) or a failed flit (bad
+    CRC or ``err``, counted in ``o_crc_err``) starts an error episode: one NAK is requested
+    (``o_nak`` until ``i_nak_sent``); the episode ends when the expected flit arrives.
+    Flits behind it (replayed copies) are dropped and counted in ``o_dup``.
 
     Parameters
     ----------
@@ -41,7 +43,8 @@ class DataLinkRx(wiring.Component):
     Members
     -------
     i_phy : In(stream.Signature(PHY_WORD))
-        Received words; ``ready`` is always 1 (nothing is ever refused).
+        Received words; ``ready`` is always 1 (nothing is ever refused). ``err`` on any
+        word of a flit fails that flit.
     i_link_up : In(1)
         Low: input ignored, framing reset.
     o_slot0, o_slot1 : Out(stream.Signature(128))
@@ -112,6 +115,8 @@ class DataLinkRx(wiring.Component):
         r_bank = Signal()
         chk = Signal()
         chk_bank = Signal()
+        r_err = Signal()                # an err word in the flit being received
+        chk_err = Signal()              # ... in the flit being checked
         hdr_reg = Signal(DL_HEADER.layout())
         w = self.i_phy.payload
         m.d.comb += self.i_phy.ready.eq(1)
@@ -130,19 +135,20 @@ class DataLinkRx(wiring.Component):
         with m.Elif(take & w.first):
             sat_inc(m, counters["frame_err"], r_in)
             m.d.comb += [wp.en.eq(1), wp.addr.eq(Mux(r_bank, 0, SL))]
-            m.d.sync += [r_in.eq(1), r_k.eq(1), r_bank.eq(~r_bank)]
+            m.d.sync += [r_in.eq(1), r_k.eq(1), r_bank.eq(~r_bank), r_err.eq(w.err)]
         with m.Elif(take & r_in):
             with m.If(r_k == SL):
                 m.d.sync += [r_in.eq(0), chk.eq(1), chk_bank.eq(r_bank),
+                             chk_err.eq(r_err | w.err),
                              hdr_reg.eq(data.View(trailer_layout(), w.data).hdr)]
             with m.Else():
                 m.d.comb += [wp.en.eq(1), wp.addr.eq(Mux(r_bank, SL, 0) + r_k)]
-                m.d.sync += r_k.eq(r_k + 1)
+                m.d.sync += [r_k.eq(r_k + 1), r_err.eq(r_err | w.err)]
 
         # ---------------- check ----------------
         h = Signal(DL_HEADER.layout())
         m.d.comb += h.eq(hdr_reg)
-        good = chk & proc.o_crc.payload.match     # o_crc.valid == chk
+        good = chk & proc.o_crc.payload.match & ~chk_err     # o_crc.valid == chk
         expected = Signal(SEQ_BITS)
         episode = Signal()
         nak = Signal()
@@ -163,7 +169,7 @@ class DataLinkRx(wiring.Component):
                     m.d.sync += [nak.eq(1), episode.eq(1)]
             with m.Else():
                 sat_inc(m, counters["dup"], 1)
-        with m.If(chk & ~proc.o_crc.payload.match):
+        with m.If(chk & (~proc.o_crc.payload.match | chk_err)):
             sat_inc(m, counters["crc_err"], 1)
             with m.If(~episode):
                 m.d.sync += [nak.eq(1), episode.eq(1)]

@@ -71,7 +71,8 @@ class DataLinkTx(wiring.Component):
     o_credit_ok : Out(2)
         Credit available, per VC.
     o_phy : Out(stream.Signature(PHY_WORD))
-        DL flit slots, ``first`` on slot 0; ``4 * tl_per_dl + 1`` slots per flit.
+        DL flit slots, ``first`` on slot 0, ``err`` always 0; ``4 * tl_per_dl + 1`` slots
+        per flit.
     i_link_up : In(1)
         The PHY's receive side is locked.
     i_rx_good, i_rx_hdr : In(1), In(DL_HEADER)
@@ -309,6 +310,7 @@ class DataLinkTx(wiring.Component):
         m.d.comb += [
             self.o_phy.valid.eq(c_valid),
             self.o_phy.payload.first.eq(c_first),
+            self.o_phy.payload.err.eq(0),
             self.o_phy.payload.data.eq(Mux(c_trailer, trailer, c_word)),
         ]
 

@@ -1,14 +1,17 @@
-"""PHY adapters between the chiplet's DL (128-bit slots + ``first``) and a 2-lane 64b/66b
-PCS (``rtl/pcs``): :class:`PhyToPcs` (transmit) and :class:`PcsToPhy` (receive).
+"""PHY adapters between the chiplet's DL (128-bit slots, ``first``, ``err``) and a 2-lane
+64b/66b PCS (``rtl/pcs``): :class:`PhyToPcs` (transmit) and :class:`PcsToPhy` (receive).
 
 DL flits have a fixed length (``4 * tl_per_dl + 1`` slots), so the flit delimiter does not
 need a row of its own before every flit: a flit that follows the previous flit back to back
 (no IDLE row between them; marker rows do not count, the PCS receiver removes them) is
 delimited by position alone, and a START row is sent only before a flit that does not
 follow back to back, and at least once every ``start_every`` flits so that a receiver that
-lost the count (a lost or extra row, a realignment) finds the boundaries again. The rules
-are those of :func:`fusionfabric.sim.chiplet.phy_rows` / :func:`fusionfabric.sim.chiplet.phy_words` (the model the
-unit tests compare against). See docs/protocol.md, section "PHY mapping and the PCS".
+lost the count (a lost or extra row, a realignment) finds the boundaries again. The receive
+adapter marks (``err``) every slot it makes from a row the PCS delivered damaged and ends a
+chain at a damaged row, so PCS-flagged damage fails a flit deterministically instead of by
+the chance of its CRC. The rules are those of :class:`fusionfabric.sim.chiplet.PhyTx` /
+:class:`fusionfabric.sim.chiplet.PhyRx` (the models the unit tests compare against). See
+docs/protocol.md, section "PHY mapping and the PCS".
 """
 
 from __future__ import annotations
@@ -55,8 +58,9 @@ class PhyToPcs(wiring.Component):
     Members
     -------
     i_word : In(stream.Signature(PHY_WORD))
-        DL words from the chiplet's ``o_phy``; ``ready`` is low for START rows and while
-        the PCS transmitter sends a marker row.
+        DL words from the chiplet's ``o_phy`` (``err``, always 0 from the DL, is not
+        sent); ``ready`` is low for START rows and while the PCS transmitter sends a
+        marker row.
     o_row : Out(stream.Signature(ArrayLayout(WORD, 2)))
         Rows to ``PcsTx.i_data`` (2 lanes); ``valid`` low makes the PCS send an IDLE row,
         which breaks the back-to-back chain.
@@ -117,20 +121,24 @@ class PhyToPcs(wiring.Component):
 
 class PcsToPhy(wiring.Component):
     """2-lane PCS rows → chiplet PHY words, finding DL flit boundaries by START rows and
-    by position.
+    by position, and flagging (``err``) every slot made from a row the PCS delivered
+    damaged.
 
-    A START row arms ``first`` for the next row (the transmitter always sends the first
-    slot right after it; a damaged one becomes a garbage first slot). After the last slot of a flit
-    (``4 * tl_per_dl + 1`` slots), a data row that follows directly is the first slot of the
-    next flit; an IDLE row there ends the chain (the receiver then waits for a START row).
-    Inside a flit, every non-START row — data, or a row the PCS delivered as ERROR or
-    otherwise damaged — counts as one slot (a damaged row becomes a slot with garbage data,
-    which the DL CRC rejects), so a damaged row does not shift the boundaries; a damaged
-    row at a boundary is taken as the first slot of a chained flit. Outside a flit, data
-    rows pass with ``first = 0`` (the DL ignores them) until a START row. If the count is
-    ever wrong (a row lost or added, e.g. at a PCS realignment, or a damaged START row), the
-    next START row (at least one every ``start_every`` flits from :class:`PhyToPcs`)
-    restores it.
+    A *clean data row* has two data words; a *damaged row* is any other row that is not a
+    START row (lane 0 a START block) or an IDLE row (two IDLE blocks): an ERROR word (bad
+    sync header, unknown control type) or any other control block in either lane. A START
+    row arms ``first`` for the next row (the transmitter always sends the first slot right
+    after it). After the last slot of a flit (``4 * tl_per_dl + 1`` slots), a clean data
+    row that follows directly is the first slot of the next (chained) flit; an IDLE row or
+    a damaged row there ends the chain, and the receiver waits for the next START row (the
+    rows until then pass with ``first = 0``, which the DL ignores; it replays what is
+    lost). Inside a flit (and for the row after a START row), every non-START row counts as
+    one slot, so a damaged row does not shift the boundaries; a slot made from a row that
+    is not a clean data row carries ``err = 1``, and the DL fails the whole flit without
+    relying on its CRC. Outside a flit, clean data rows pass with ``first = 0`` and
+    ``err = 0`` until a START row. If the count is ever wrong (a row lost or added, e.g. at
+    a PCS realignment), the next START row (at least one every ``start_every`` flits from
+    :class:`PhyToPcs`) restores it.
 
     Parameters
     ----------
@@ -142,7 +150,8 @@ class PcsToPhy(wiring.Component):
     i_row : In(Signature(payload=ArrayLayout(WORD, 2), valid=1))
         Rows from ``PcsRx.o_data`` (always ready).
     o_word : Out(stream.Signature(PHY_WORD))
-        Words to the chiplet's ``i_phy`` (which is always ready).
+        Words to the chiplet's ``i_phy`` (which is always ready); ``err`` marks a slot
+        made from a damaged row.
 
     Timing
     ------
@@ -166,14 +175,13 @@ class PcsToPhy(wiring.Component):
         r = self.i_row.payload
         is_data = ~r[0].ctrl & ~r[1].ctrl
         is_start = r[0].ctrl & (_block_type(r[0].data) == BlockType.START)
-        is_idle = (r[0].ctrl & (_block_type(r[0].data) == BlockType.IDLE)
-                   & r[1].ctrl & (_block_type(r[1].data) == BlockType.IDLE))
         words = data.View(_row_words(), self.o_word.payload.data)
         m.d.sync += self.o_word.valid.eq(0)
         m.d.sync += [words[0].eq(r[0].data), words[1].eq(r[1].data)]
 
         def slot(first):
-            m.d.sync += [self.o_word.valid.eq(1), self.o_word.payload.first.eq(first)]
+            m.d.sync += [self.o_word.valid.eq(1), self.o_word.payload.first.eq(first),
+                         self.o_word.payload.err.eq(~is_data)]
 
         with m.If(self.i_row.valid):
             with m.If(is_start):
@@ -182,11 +190,11 @@ class PcsToPhy(wiring.Component):
                 slot(1)                                      # the row after START: first
                 m.d.sync += [armed.eq(0), pos.eq(1)]
             with m.Elif(pos == L):
-                with m.If(is_idle):
-                    m.d.sync += pos.eq(0)                    # chain broken: wait for START
-                with m.Else():
-                    slot(1)                                  # chained flit (or damaged row)
+                with m.If(is_data):
+                    slot(1)                                  # chained flit
                     m.d.sync += pos.eq(1)
+                with m.Else():
+                    m.d.sync += pos.eq(0)                    # IDLE or damaged: wait for START
             with m.Elif(pos != 0):
                 slot(0)                                      # inside a flit: always a slot
                 m.d.sync += pos.eq(pos + 1)
