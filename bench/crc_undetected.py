@@ -94,21 +94,28 @@ def main():
     rate = D.flit_rate_64b66b(a.lane_gbps, 4, a.am_period, a.start_every)
     print(f"\n64b/66b profile: {rate.flits_per_s:.4g} flits/s ({rate.note})")
     print(f"{'line BER':>9} {'P(K>=5)':>9} {'payload':>9} {'sync':>9} {'START':>9} "
-          f"{'marker*':>9} {'P_ud/flit':>9} {'mean time between':>18}")
+          f"{'marker':>9} {'P_ud/flit':>9} {'mean time between':>18}")
     for b in bers:
         p = D.p_undetected(b, line.counts, 4, am_period=a.am_period,
                            start_every=a.start_every)
         print(f"{b:>9.0e} {p['p_k_ge5']:>9.2e} {p['payload']:>9.2e} {p['sync']:>9.2e} "
               f"{p['start']:>9.2e} {p['marker']:>9.2e} {p['total']:>9.2e} "
               f"{_mtbu(p['total'], rate.flits_per_s):>18}")
+    print("sync: 0, flagged by PcsToPhy (err) or the chain ends; START: false START rows "
+          "and START rows read as data only (a damaged START row ends the chain); marker: "
+          "0, PcsToPhy waits for a START row after a realignment (i_link_up connected)")
     print("payload only (the scrambled data bits; what the CRC's distance covers):")
     for b in bers:
         p = D.p_undetected(b, line.counts, 4)
         print(f"{b:>9.0e} P_ud {p['payload']:.2e}, mean time between "
               f"{_mtbu(p['payload'], rate.flits_per_s)}")
-    print("sync: 0, flagged by PcsToPhy (err) or the chain ends; START: false START rows "
-          "and START rows read as data only (a damaged START row ends the chain)")
-    print("* marker: estimate, all misframed flits after a realignment reach the CRC")
+    print("PcsToPhy.i_link_up left unconnected (misframed flits after a realignment reach "
+          "the CRC; marker term an estimate, upper end):")
+    for b in bers:
+        p = D.p_undetected(b, line.counts, 4, am_period=a.am_period,
+                           start_every=a.start_every, link_reset=False)
+        print(f"{b:>9.0e} marker {p['marker']:.2e}, P_ud {p['total']:.2e}, mean time "
+              f"between {_mtbu(p['total'], rate.flits_per_s)}")
 
     rate2 = D.flit_rate_rs544(a.lane_gbps, 4, a.start_every)
     print(f"\nrs544 profile: {rate2.flits_per_s:.4g} flits/s ({rate2.note})")

@@ -328,7 +328,8 @@ class PhyRx:
     ``("error", d)`` (anything else: an ERROR block, a damaged row) — and returns the word
     it delivers, ``(data, first, err)``, or None. ``err`` is set on a slot made from a row
     that is not a data row; a row that is neither data nor START right after a flit's last
-    slot ends the chain (the receiver waits for a START row).
+    slot ends the chain (the receiver waits for a START row). :meth:`link_down` is a cycle
+    with the PCS receiver's link down (``PcsToPhy.i_link_up`` low): the place is forgotten.
     """
 
     def __init__(self, tl_per_dl: int = 4):
@@ -357,6 +358,9 @@ class PhyRx:
             self.pos += 1
             return (data, False, err)
         return (data, False, False) if not err else None
+
+    def link_down(self):
+        self.armed, self.pos = False, 0
 
 
 # -- transaction-level link model (scoreboards) ---------------------------------------------

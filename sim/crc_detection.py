@@ -335,7 +335,7 @@ def _binom_pmf(n: int, k: int, p: float) -> float:
 
 def p_undetected(ber: float, counts: dict, tl_per_dl: int = 4,
                  f_high: float = 2.0 ** -32, am_period: int = 64,
-                 start_every: int = 16) -> dict:
+                 start_every: int = 16, link_reset: bool = True) -> dict:
     """Per-flit probability that a flit with errors passes the CRC, 64b/66b profile, at
     line BER ``ber`` with independent bit errors. ``counts[k]`` (k = 1..4) are the numbers
     of undetected sets of ``k`` line (payload) errors from the exhaustive search
@@ -365,9 +365,11 @@ def p_undetected(ber: float, counts: dict, tl_per_dl: int = 4,
       both lanes flipped (4 line errors) reads as a clean data row that a chained flit
       begins with: ``start_every`` misframed flits per START row, ``ber^4 2^-32`` per
       flit. Each misframed flit passes with ``2^-32``.
-    - ``marker`` (an estimate, upper end): an error in the 48 marker bits (M0..M2,
-      M4..M6) or the sync header of either lane's alignment marker fails the receiver's
-      marker-row check and drops the alignment; rows are lost, so the flits after the
+    - ``marker``: an error in the 48 marker bits (M0..M2, M4..M6) or the sync header of
+      either lane's alignment marker fails the receiver's marker-row check and drops the
+      alignment; rows are lost. With ``link_reset`` (``PcsToPhy.i_link_up`` connected to
+      the PCS receiver's ``o_link_up``) the adapter waits for a START row after the relock
+      and nothing is misframed: 0. Without it (an estimate, upper end) the flits after the
       relock are misframed until the next START row, each passing with ``2^-32``:
       ``(marker rows per flit) x 100 ber x start_every x 2^-32`` per flit.
     """
@@ -386,7 +388,8 @@ def p_undetected(ber: float, counts: dict, tl_per_dl: int = 4,
     L = dl_flit_slots(tl_per_dl)
     start = (L * ber ** 2 * 2.0 ** -8 * (start_every - 1) / 2 + ber ** 4) * 2.0 ** -32
     rows_per_flit = dl_flit_slots(tl_per_dl) + 1 / start_every
-    marker = rows_per_flit / (am_period - 1) * 2 * (48 + 2) * ber * start_every * 2.0 ** -32
+    marker = 0.0 if link_reset else (rows_per_flit / (am_period - 1) * 2 * (48 + 2) * ber
+                                     * start_every * 2.0 ** -32)
     return {"payload": payload, "payload_exact": exact, "p_k_ge5": p_ge5, "sync": sync,
             "start": start, "marker": marker, "total": payload + sync + start + marker}
 
@@ -443,13 +446,18 @@ class ModelChain:
     with the ``err`` flag of its slots (:meth:`receive_flagged`); :meth:`accepted` keeps
     the flits the DL accepts (no ``err`` slot, CRC matching).
 
+    ``link_reset`` (default True): PhyRx forgets its place while the receiver's link is
+    down, as ``PcsToPhy`` does with its ``i_link_up`` connected; False: as ``PcsToPhy``
+    with ``i_link_up`` left at 1 (the next START row alone restores the count).
+
     The flits are preceded by IDLE rows (``lead`` of them) so that the receiver gains block
     lock, marker lock and alignment first; its state just before row ``snap_row`` is kept,
     and :meth:`receive` replays from there with the given line bits flipped.
     """
 
     def __init__(self, flits: list[bytes], tl_per_dl: int = 4, start_every: int = 16,
-                 am_period: int = 64, lead: int = 400, trail: int = 6):
+                 am_period: int = 64, lead: int = 400, trail: int = 6,
+                 link_reset: bool = True):
         import copy
 
         from fusionfabric.formats.pcs import BlockType, control_word
@@ -458,6 +466,7 @@ class ModelChain:
         self._copy = copy.deepcopy
         self._C, self._P, self._BT = C, P, BlockType
         self.tl_per_dl = tl_per_dl
+        self.link_reset = link_reset
         self.L = dl_flit_slots(tl_per_dl)
         self.flits = [bytes(f) for f in flits]
         idle = (control_word(BlockType.IDLE), True)
@@ -516,7 +525,13 @@ class ModelChain:
 
     def _collect(self, rx, phy, out, cur):
         """One receiver output row into PhyRx and the DL's flit collector (a flit is its
-        slots and whether any of them carried ``err``)."""
+        slots and whether any of them carried ``err``). While the receiver's link is down
+        the DL drops the flit in progress and, with ``link_reset``, PhyRx forgets its place
+        (``PcsToPhy.i_link_up`` connected)."""
+        if not rx.link_up:
+            if self.link_reset:
+                phy.link_down()
+            return None
         if not rx.out_valid:
             return cur
         w = phy.row(self._classify(rx.out_words))

@@ -301,10 +301,35 @@ def test_false_start_row_misframes_unflagged():
     assert not C.dl_parse(mis, 4)[0], f"seed {seed}"
 
 
+def test_marker_error_misframes_nothing_with_the_link_reset():
+    """One error in M0 of lane 0's alignment marker while flit 2 goes out: the receiver
+    drops the alignment and rows are lost. With PhyRx forgetting its place while the link
+    is down (``PcsToPhy.i_link_up`` connected) every flit delivered afterwards is one that
+    was sent, in order, from the next START row on; without it a misframed flit, with no
+    slot flagged, reaches the DL (only its CRC rejects it)."""
+    seed = 21
+    rng = np.random.default_rng(seed)
+    sent = [C.dl_frame([(0, rng.bytes(64)) for _ in range(4)], C.DLHeader(seq=k), 4)
+            for k in range(30)]
+    got = {}
+    for reset in (True, False):
+        chain = D.ModelChain(sent, start_every=8, link_reset=reset)
+        mk = next(r for r in range(chain.line_row_of_flit(2, 0), chain.n_line_rows)
+                  if chain.is_marker[r])
+        got[reset] = chain.receive_flagged([(mk, 0, 2)])
+    idx = [sent.index(f) for f, err in got[True] if f in sent and not err]
+    assert len(idx) == len(got[True]) and idx == sorted(idx), f"seed {seed}: {idx}"
+    assert idx[:2] == [0, 1] and idx[-1] == 29 and len(idx) >= 20, f"seed {seed}: {idx}"
+    bad = [f for f, err in got[False] if f not in sent]
+    assert bad and not any(err for f, err in got[False]), f"seed {seed}"
+    assert not any(C.dl_parse(f, 4)[0] for f in bad), f"seed {seed}"
+
+
 def test_p_undetected_terms(line_search):
     """The payload term equals the binomial sum written out independently at 1e-4, and the
     sync term is 0 (flagged) and the START term is the false START row and the START row
-    read as data: 17 x BER^2 x 2^-8 x 7.5 + BER^4, times 2^-32."""
+    read as data: 17 x BER^2 x 2^-8 x 7.5 + BER^4, times 2^-32; the marker term is 0 with
+    the link reset and (rows per flit / 63) x 100 BER x 16 x 2^-32 without it."""
     res, _ = line_search
     ber = 1e-4
     m = N + 58
@@ -312,5 +337,7 @@ def test_p_undetected_terms(line_search):
     want = 39 * ber ** 4 * (1 - ber) ** (m - 4) + 2.0 ** -32 * (
         1 - sum(math.comb(m, k) * ber ** k * (1 - ber) ** (m - k) for k in range(5)))
     assert p["payload"] == pytest.approx(want, rel=1e-9)
-    assert p["sync"] == 0
+    assert p["sync"] == 0 and p["marker"] == 0
     assert p["start"] == pytest.approx((17 * ber ** 2 / 256 * 7.5 + ber ** 4) * 2.0 ** -32)
+    q = D.p_undetected(ber, res.counts, link_reset=False)
+    assert q["marker"] == pytest.approx((17 + 1 / 16) / 63 * 100 * ber * 16 * 2.0 ** -32)

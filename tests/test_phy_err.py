@@ -171,9 +171,11 @@ def test_dl_rx_counts_a_flit_with_err_as_crc_error():
 
 class _Chain(wiring.Component):
     """One link direction of RTL: PhyToPcs -> PcsTx (2 lanes) -> lanes XOR ``i_flip``
-    (lane 0 in bits 0..65) -> PcsRx -> PcsToPhy -> DataLinkRx (link up = PcsRx's)."""
+    (lane 0 in bits 0..65) -> PcsRx -> PcsToPhy -> DataLinkRx (link up = PcsRx's, and
+    PcsToPhy's too if ``link_reset``)."""
 
-    def __init__(self, start_every):
+    def __init__(self, start_every, link_reset=True):
+        self.link_reset = link_reset
         self.txad = PhyToPcs(TL, start_every)
         self.tx = PcsTx(n_lanes=2, am_period=16)
         self.rx = PcsRx(n_lanes=2, am_period=16, max_skew=1, ber_window=4096)
@@ -194,19 +196,23 @@ class _Chain(wiring.Component):
                      self.dl.i_nak_sent.eq(self.dl.o_nak),
                      self.dl.o_slot0.ready.eq(1), self.dl.o_slot1.ready.eq(1),
                      self.o_link_up.eq(self.rx.o_link_up)]
+        if self.link_reset:
+            m.d.comb += self.rxad.i_link_up.eq(self.rx.o_link_up)
         wiring.connect(m, self.rxad.o_word, self.dl.i_phy)
         return m
 
 
-def _through_pcs(flits, start_every, target, flip):
+def _through_pcs(flits, start_every, target, flip, link_reset=True):
     """Send ``flits`` back to back once the PCS is up; flip line bits ``flip`` (a 132-bit
-    mask) in the cycle the block of ``target`` leaves the transmitter: ``target`` is
+    mask) in the cycle the block of ``target`` leaves the transmitter, once: ``target`` is
     ``(flit, slot)`` for a data row, ``(flit, "start")`` for the START row before that
-    flit. Returns the rows PcsRx delivered, the words PcsToPhy delivered
-    ``(data, first, err)`` and the DL counters."""
-    dut = _Chain(start_every)
+    flit, ``(flit, "marker")`` for the first marker row sent while that flit is offered.
+    Returns the rows PcsRx delivered, the words PcsToPhy delivered ``(data, first, err)``
+    (and ``None`` for a cycle with the PCS link down), the DL counters and the cycles with
+    the link down."""
+    dut = _Chain(start_every, link_reset)
     words = [(s, k == 0, f) for f, fl in enumerate(flits) for k, s in enumerate(_slots(fl))]
-    out = {"rows": [], "words": [], "good": 0}
+    out = {"rows": [], "words": [], "good": 0, "down": 0}
 
     async def bench(ctx):
         for _ in range(2000):
@@ -214,7 +220,7 @@ def _through_pcs(flits, start_every, target, flip):
             if ctx.get(dut.o_link_up):
                 break
         assert ctx.get(dut.o_link_up), "PCS did not come up"
-        i = 0
+        i, fired = 0, False
         for _ in range(len(words) * 2 + 200):
             if i < len(words):
                 ctx.set(dut.txad.i_word.valid, 1)
@@ -228,9 +234,16 @@ def _through_pcs(flits, start_every, target, flip):
             here = None
             if row_out and i < len(words):
                 here = (words[i][2], "start") if not took else (words[i][2], i - _first(words, i))
+            elif i < len(words) and not ctx.get(dut.tx.i_data.ready):
+                here = (words[i][2], "marker")
             await ctx.tick()
-            # the row taken in the cycle before is on the lanes now (PcsTx latency 1)
-            ctx.set(dut.i_flip, flip if here == target else 0)
+            # the row of the cycle before is on the lanes now (PcsTx latency 1)
+            hit = here == target and not fired
+            fired |= hit
+            ctx.set(dut.i_flip, flip if hit else 0)
+            if not ctx.get(dut.o_link_up):
+                out["down"] += 1
+                out["words"].append(None)
             if ctx.get(dut.rxad.i_row.valid):
                 r = dut.rxad.i_row.payload
                 out["rows"].append(tuple((ctx.get(r[k].data), ctx.get(r[k].ctrl))
@@ -257,9 +270,14 @@ def _first(words, i):
 
 
 def _flits_of(words):
-    """Whole flits the DL collects from ``(data, first, err)`` words: ``(bytes, err)``."""
+    """Whole flits the DL collects from ``(data, first, err)`` words (``None``: link down,
+    the flit in progress is dropped): ``(bytes, err)``."""
     out, cur = [], None
-    for d, first, err in words:
+    for w in words:
+        if w is None:
+            cur = None
+            continue
+        d, first, err = w
         if first:
             cur = [[d], err]
         elif cur is not None:
@@ -324,9 +342,37 @@ def test_damaged_start_row_after_a_flit_misframes_nothing():
     starts = [i for i, r in enumerate(out["rows"]) if r[0] == (START_WORD, 1)]
     damaged = [r for r in out["rows"] if r == ((ERROR_WORD, 1), (IDLE_WORD, 1))]
     assert len(starts) == 2 and len(damaged) == 1, f"seed {seed}: {len(starts)} START rows"
+    assert out["down"] == 0, f"seed {seed}"
     firsts = [w for w in out["words"] if w[1]]
     assert [w[0] for w in firsts] == [_slots(f0)[0], _slots(f2)[0]], f"seed {seed}"
     assert not any(w[2] for w in out["words"]), f"seed {seed}"
     assert _flits_of(out["words"]) == [(f0, False), (f2, False)], f"seed {seed}"
     assert (out["good"], out["crc_err"], out["rx_flits"], out["frame_err"]) == (2, 0, 2, 0), \
         (seed, out["good"], out["crc_err"], out["rx_flits"], out["frame_err"])
+
+
+def test_marker_error_realignment_misframes_nothing():
+    """One line error in M0 of lane 0's alignment marker while flit 2 is sent: the PCS
+    receiver drops the alignment (link down), rows are lost, and it realigns
+    (``start_every = 8``). With
+    ``PcsToPhy.i_link_up`` connected the adapter waits for a START row after the relock:
+    every flit the DL then receives is one that was sent, none reaches the CRC misframed
+    (crc_err 0), and the flits after the next START row arrive. With it left unconnected
+    (the same run, the adapter relying on the next START row alone) a misframed flit
+    reaches the DL and fails its CRC: what the connection prevents."""
+    seed = 45
+    rng = np.random.default_rng(seed)
+    flits = [_flit(rng, k) for k in range(14)]
+    got = {}
+    for reset in (True, False):
+        out = _through_pcs(flits, 8, (2, "marker"), 1 << 2, link_reset=reset)
+        assert out["down"] > 0, f"seed {seed}: the link did not go down"
+        got[reset] = (_flits_of(out["words"]), out)
+    fl, out = got[True]
+    assert all(f in flits and not err for f, err in fl), f"seed {seed}"
+    idx = [flits.index(f) for f, _ in fl]
+    assert idx == sorted(idx) and idx[-1] == len(flits) - 1 and len(idx) >= 6, (seed, idx)
+    assert (out["crc_err"], out["frame_err"]) == (0, 0), (seed, out["crc_err"])
+    fl, out = got[False]
+    assert any(f not in flits for f, _ in fl), f"seed {seed}: no misframed flit without reset"
+    assert out["crc_err"] >= 1, f"seed {seed}"

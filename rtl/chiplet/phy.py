@@ -138,7 +138,10 @@ class PcsToPhy(wiring.Component):
     relying on its CRC. Outside a flit, clean data rows pass with ``first = 0`` and
     ``err = 0`` until a START row. If the count is ever wrong (a row lost or added, e.g. at
     a PCS realignment), the next START row (at least one every ``start_every`` flits from
-    :class:`PhyToPcs`) restores it.
+    :class:`PhyToPcs`) restores it. While ``i_link_up`` is low (the PCS receiver lost block
+    lock, marker lock or alignment, so rows are being lost) the adapter forgets its place
+    and, once rows flow again, waits for a START row: flits after a realignment are never
+    misframed.
 
     Parameters
     ----------
@@ -152,10 +155,14 @@ class PcsToPhy(wiring.Component):
     o_word : Out(stream.Signature(PHY_WORD))
         Words to the chiplet's ``i_phy`` (which is always ready); ``err`` marks a slot
         made from a damaged row.
+    i_link_up : In(1, init=1)
+        The PCS receiver's ``o_link_up``; low: rows ignored, no flit, not armed. Left
+        unconnected it stays 1 and the adapter relies on the next START row alone.
 
     Timing
     ------
-    1 cycle (registered). One word per row. Reset: no flit, not armed (waits for a START).
+    1 cycle (registered). One word per row. Reset, and ``i_link_up`` low: no flit, not
+    armed (waits for a START).
     """
 
     def __init__(self, tl_per_dl: int = 4):
@@ -165,6 +172,7 @@ class PcsToPhy(wiring.Component):
             "i_row": In(wiring.Signature({
                 "payload": Out(data.ArrayLayout(WORD.layout(), 2)), "valid": Out(1)})),
             "o_word": Out(stream.Signature(PHY_WORD.layout())),
+            "i_link_up": In(1, init=1),
         })
 
     def elaborate(self, platform):
@@ -183,7 +191,9 @@ class PcsToPhy(wiring.Component):
             m.d.sync += [self.o_word.valid.eq(1), self.o_word.payload.first.eq(first),
                          self.o_word.payload.err.eq(~is_data)]
 
-        with m.If(self.i_row.valid):
+        with m.If(~self.i_link_up):
+            m.d.sync += [armed.eq(0), pos.eq(0)]             # rows lost: wait for START
+        with m.Elif(self.i_row.valid):
             with m.If(is_start):
                 m.d.sync += [armed.eq(1), pos.eq(0)]
             with m.Elif(armed):

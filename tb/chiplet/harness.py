@@ -132,8 +132,9 @@ class ChipletPcsPair(wiring.Component):
     """Like :class:`ChipletPair`, but each direction runs chiplet →
     :class:`PhyToPcs` → ``PcsTx`` (2 lanes) → lanes (XOR ``i_err_*``: 2 × 66 bits, delay
     ``latency``) → ``PcsRx`` → :class:`PcsToPhy` → chiplet (the adapters built with the
-    chiplet's ``tl_per_dl`` and ``start_every``), and each chiplet's
-    ``i_link_up`` is its PCS receiver's ``o_link_up`` AND ``i_link_up_*``."""
+    chiplet's ``tl_per_dl`` and ``start_every``; ``PcsToPhy.i_link_up`` is the PCS
+    receiver's ``o_link_up``), and each chiplet's ``i_link_up`` is its PCS receiver's
+    ``o_link_up`` AND ``i_link_up_*``."""
 
     def __init__(self, latency=4, am_period=64, start_every=16, **params):
         self.latency = latency
@@ -186,7 +187,8 @@ class ChipletPcsPair(wiring.Component):
                 # a dark lane carries zeros (invalid sync headers: the receiver loses lock)
                 m.d.comb += rx.i_lanes[k].eq(lane & ~dark.replicate(66))
             m.d.comb += [rx_ad.i_row.valid.eq(rx.o_data.valid),
-                         rx_ad.i_row.payload.eq(rx.o_data.payload)]
+                         rx_ad.i_row.payload.eq(rx.o_data.payload),
+                         rx_ad.i_link_up.eq(rx.o_link_up)]
             connect(m, rx_ad.o_word, dst.i_phy)
             pcs_up[dst] = rx.o_link_up
         for side, c, nid in (("a", a, NODE_A), ("b", b, NODE_B)):
