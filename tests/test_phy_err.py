@@ -4,7 +4,9 @@
 References: the row framing model sim.chiplet.PhyRx (for PcsToPhy, row by row), and
 sim.chiplet.dl_frame / dl_parse (zlib CRC-32) for flits whose CRC is built to match. The
 end-to-end cases run the RTL chain PhyToPcs -> PcsTx -> 2 lanes (a line bit flipped) ->
-PcsRx -> PcsToPhy -> DataLinkRx in the Amaranth simulator.
+PcsRx -> PcsToPhy -> DataLinkRx in the Amaranth simulator: a sync-header error, a damaged
+START row after a flit, and an alignment-marker error (PcsToPhy.i_link_up connected or
+not).
 """
 
 import numpy as np
