@@ -200,6 +200,56 @@ def test_fec_run_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     assert "rs544 FEC, ber 0.0002" in out and "43 (44)" in out
 
 
+def test_dark_lane_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
+    """``--dark-lane LANE[:START[:CYCLES]]`` reaches the fault runs only (mid-run start by
+    default, as the slip), and each fault run prints one line of link events summed from
+    the testbench's per-endpoint chiplet and PCS counters."""
+    from fusionfabric.formats.chiplet import STATUS
+    from fusionfabric.rtl.fabric.fabric import LINK_STATUS
+    from fusionfabric.sim.workloads import IdealNetwork, make_workload, result_record
+    from fusionfabric.tb.common import runner
+
+    calls = []
+    zero = STATUS.unpack(0)
+
+    def fake_run(block, module, params, *, sim, seed, testcase, test_args, waves, name,
+                 vpi="all"):
+        calls.append(test_args)
+        n = params["n_endpoints"]
+        w = make_workload(test_args["workload"], n, test_args["seed"], **test_args["params"])
+        res = IdealNetwork(n, seed).run(w)
+        eps = [{"flips": 5 * e, "crc_errors": e, "link": {**LINK_STATUS.unpack(0),
+                                                           "up_drops": e, "down_drops": 1},
+                "chiplet_ep": {**zero, "crc_err": e, "replays": 2, "timeouts": 1},
+                "chiplet_sw": {**zero, "crc_err": 1, "replays": e, "failures": 1,
+                               "fail_lost": 1}} for e in range(n)]
+        with open(test_args["result_file"], "w") as f:
+            json.dump({**result_record(w, res["cycles"]), "endpoints": eps}, f)
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
+    rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "3",
+               "--workloads", "allreduce-ring", "--fec-ber", "none", "--slip", "-1",
+               "--dark-lane", "6"])
+    out, _ = capsys.readouterr()
+    assert rc == 0, out
+    clean, fault = calls
+    assert clean["faults"] is None
+    lane, start, cycles = fault["faults"]["dark_lane"]
+    ring = make_workload("allreduce-ring", 4, 3, n_elems=256)
+    assert (lane, cycles) == (6, 1000)
+    assert start == IdealNetwork(4, 3, n_chunks=4).run(ring)["cycles"] // 2
+    # 4 endpoints: flips 0+5+10+15, relocks (0+1)+(1+1)+(2+1)+(3+1), CRC (e + 1) summed
+    line = [l for l in out.splitlines() if l.startswith("events, allreduce-ring")]
+    assert len(line) == 1 and "lane 6 dark 1,000 cycles" in line[0], out
+    assert "bit flips 30, relocks 10, CRC errors 10, replays 14, replay timeouts 4, " \
+           "failures 4, replay-limit failures 0, link-lost failures 4" in line[0], line
+    calls.clear()
+    main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--faults",
+          "--workloads", "allreduce-ring", "--fec-ber", "none", "--dark-lane", "1:70:300"])
+    assert calls[0]["faults"]["dark_lane"] == [1, 70, 300]
+
+
 def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
     from fusionfabric.tb.common import runner
 
@@ -242,6 +292,12 @@ def test_rtl_path_missing_result_file(capsys, tmp_path, monkeypatch):
     (["--fec-ber", "0.5"], "--fec-ber '0.5' must be in"),
     (["--fec-endpoints", "1"], "--fec-endpoints '1' must be in 2 .. 128"),
     (["--fec-workloads", "ring"], "--fec-workloads: 'ring'"),
+    (["--dark-lane", "16"], "--dark-lane '16': LANE 16 must be in 0 .. 15"),
+    (["--dark-lane", "3:x"], "--dark-lane '3:x' is not LANE[:START[:CYCLES]] (integers)"),
+    (["--dark-lane", "3:10:0"], "--dark-lane '3:10:0': CYCLES 0 must be in 1 .. 1000000"),
+    (["--dark-lane", "3:-1"], "--dark-lane '3:-1': START -1 must be in"),
+    (["--dark-lane", "3::5"], "--dark-lane '3::5' is not LANE[:START[:CYCLES]]"),
+    (["--dark-lane", "3"], "--dark-lane needs the fault runs of the RTL fabric"),
 ])
 def test_bad_values_exit_2(capsys, tmp_path, argv, match):
     rc, out, err = _demo(capsys, tmp_path, *argv)

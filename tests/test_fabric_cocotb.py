@@ -59,6 +59,22 @@ def test_fabric_faults_icarus():
     res = _run(CI_PARAMS, "test_faults", {"granules": 16, "messages": 6, "ber": 2e-5,
                                           "slip_lane": 1, "slip_at": 200})
     assert res["replays"] > 0 and res["relocks"] >= 1
+    slip = res["slip"]          # lock lost, regained, both chiplets ACTIVE, in that order
+    assert slip["lane"] == 1 and 0 < slip["loss"] <= slip["relock"] < slip["active"], slip
+
+
+
+@pytest.mark.cocotb
+def test_fabric_dark_lane_short_icarus():
+    """Endpoint 1's up lanes dark for 1,000 cycles in random traffic (well inside the
+    link-lost timeout): the PCS relocks, the link retrains without FAILED, and every
+    request and completion is delivered exactly once (tb/fabric/test_fabric.py
+    ``test_dark_lane``)."""
+    res = _run(CI_PARAMS, "test_dark_lane", {"messages": 10, "dark_cycles": 1000,
+                                             "dark_at": 200})
+    x = res["endpoints"][1]
+    assert x["link"]["up_drops"] >= 1 and x["chiplet_sw"]["failures"] == 0, x
+    assert 0 < res["retrain_cycles"] < res["bounds"]["lost"], res
 
 
 @pytest.mark.cocotb

@@ -104,6 +104,11 @@ def add_arguments(p):
     p.add_argument("--slip-at", default=None,
                    help="cycle after the traffic starts at which the lane slips (default: "
                         "half the workload's cycles on the ideal network, i.e. mid-run)")
+    p.add_argument("--dark-lane", default=None, metavar="LANE[:START[:CYCLES]]",
+                   help="in the fault runs, lane LANE (endpoint e, direction d (0 up, 1 "
+                        "down), lane k: LANE = (2e + d) * 2 + k) dark for CYCLES cycles "
+                        "(default 1000) from cycle START after the traffic starts (default: "
+                        "mid-run, as --slip-at)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="fabric parameter (n_chunks, am_period, rx_credits, ...)")
     p.add_argument("--waves", action="store_true", help="write FST traces (RTL runs)")
@@ -122,6 +127,29 @@ def _num(text, name, kind, lo, hi):
     if isinstance(v, float) and not math.isfinite(v) or not lo <= v <= hi:
         raise CliError(f"--{name} {text!r} must be in {lo} .. {hi}")
     return v
+
+
+def _dark_lane(text, n: int) -> list:
+    """``LANE[:START[:CYCLES]]`` as ``[lane, start or None, cycles]``."""
+    parts = str(text).split(":")
+    if not 1 <= len(parts) <= 3 or any(not x.strip() for x in parts):
+        raise CliError(f"--dark-lane {text!r} is not LANE[:START[:CYCLES]]")
+    try:
+        vals = [int(x) for x in parts]
+    except ValueError:
+        raise CliError(f"--dark-lane {text!r} is not LANE[:START[:CYCLES]] (integers)") \
+            from None
+    lane = vals[0]
+    start = vals[1] if len(vals) > 1 else None
+    cycles = vals[2] if len(vals) > 2 else 1000
+    if not 0 <= lane < 4 * n:
+        raise CliError(f"--dark-lane {text!r}: LANE {lane} must be in 0 .. {4 * n - 1} "
+                       f"({n} endpoints, 2 directions, 2 lanes)")
+    if start is not None and not 0 <= start <= 10**8:
+        raise CliError(f"--dark-lane {text!r}: START {start} must be in 0 .. 100000000")
+    if not 1 <= cycles <= 10**6:
+        raise CliError(f"--dark-lane {text!r}: CYCLES {cycles} must be in 1 .. 1000000")
+    return [lane, start, cycles]
 
 
 def _fabric_params(args, n: int) -> dict:
@@ -244,11 +272,31 @@ def _normalize(res: dict, failure: str | None) -> dict:
     if not res.get("stats") and "tx_bytes" in res:
         res["stats"] = {"bytes_moved": sum(res["tx_bytes"]), "tx_bytes": res["tx_bytes"],
                         "rx_bytes": res["rx_bytes"]}
+    if eps and all("chiplet_ep" in x for x in eps):
+        res["events"] = _events(eps)
     res.setdefault("error", None)
     res["bit_exact"] = bool(res.get("bit_exact", True)) and failure is None
     if failure and not res["error"]:
         res["error"] = failure
     return res
+
+
+#: The link events of a fault run, one entry per kind (summed over both chiplets of every
+#: link; docs/demo.md): name, chiplet STATUS field.
+EVENTS = (("CRC errors", "crc_err"), ("replays", "replays"), ("replay timeouts", "timeouts"),
+          ("failures", "failures"), ("replay-limit failures", "fail_replay"),
+          ("link-lost failures", "fail_lost"), ("completion timeouts", "cpl_timeouts"),
+          ("refused requests", "cpl_refused"))
+
+
+def _events(eps: list[dict]) -> dict:
+    """Bit flips injected, PCS relocks (link drops) and the chiplets' event counters."""
+    out = {"bit flips": sum(int(x.get("flips", 0)) for x in eps),
+           "relocks": sum(int(x["link"]["up_drops"]) + int(x["link"]["down_drops"])
+                          for x in eps if "link" in x)}
+    for name, key in EVENTS:
+        out[name] = sum(int(x[side][key]) for x in eps for side in ("chiplet_ep", "chiplet_sw"))
+    return out
 
 
 def _goodput(res: dict, n: int) -> dict:
@@ -295,6 +343,15 @@ def run(args):
         passes = {"both": [None, fault], "none": [None], "only": [fault]}[args.faults]
     if args.engine == "ideal" and args.slip_at is not None:
         raise CliError("--slip-at needs the RTL fabric (--engine rtl)")
+    dark = None
+    if args.dark_lane is not None:
+        dark = _dark_lane(args.dark_lane, n)
+        if args.engine == "ideal" or args.faults == "none":
+            raise CliError("--dark-lane needs the fault runs of the RTL fabric (--engine rtl, "
+                           "not --no-faults)")
+        for f in passes:
+            if f is not None:
+                f["dark_lane"] = dark
     fec_ber = None if str(args.fec_ber).strip().lower() == "none" else \
         _num(args.fec_ber, "fec-ber", float, 0.0, 1e-2)
     n_fec = min(n, _num(args.fec_endpoints, "fec-endpoints", int, 2, 128))
@@ -349,6 +406,10 @@ def run(args):
                 # mid-run: the RTL is slower than the ideal network
                 at = max(1, ideal[name, n_run] // 2) if slip_at is None else slip_at
                 faults = {**faults, "slip_at": at}
+            if faults and faults.get("dark_lane") and faults["dark_lane"][1] is None:
+                lane, _, cycles = faults["dark_lane"]
+                faults = {**faults, "dark_lane": [lane, max(1, ideal[name, n_run] // 2),
+                                                  cycles]}
             res = _run_rtl(args, name, n_run, seed, wp, fparams, faults, out)
             res["ideal_cycles"] = ideal[name, n_run]
         res.update(workload=name, faults=faults, seed=seed, params=wp, endpoints=n_run,
@@ -370,8 +431,10 @@ def run(args):
 
 
 def _fault_key(f):
-    """Fault settings without ``slip_at`` (mid-run differs per workload)."""
-    return None if not f else (f["ber"], f["slip_lane"], f.get("lanes", "64b66b"))
+    """Fault settings without ``slip_at`` and the dark lane's start (mid-run differs per
+    workload)."""
+    return None if not f else (f["ber"], f["slip_lane"], f.get("lanes", "64b66b"),
+                               tuple(f["dark_lane"][::2]) if f.get("dark_lane") else None)
 
 
 def _speedups(rows):
@@ -390,7 +453,10 @@ def _fmt_faults(f):
     if not f:
         return "clean"
     s = ("rs544 FEC, " if f.get("lanes") == "rs544" else "") + f"ber {f['ber']:g}"
-    return s + (f" + slip lane {f['slip_lane']}" if f.get("slip_lane", -1) >= 0 else "")
+    s += f" + slip lane {f['slip_lane']}" if f.get("slip_lane", -1) >= 0 else ""
+    if f.get("dark_lane"):
+        s += f" + lane {f['dark_lane'][0]} dark {f['dark_lane'][2]:,} cycles"
+    return s
 
 
 def _brief(error: str, limit: int = 400) -> str:
@@ -442,6 +508,10 @@ def _table(report, out: Path, plots):
           "codewords with corrected symbols (symbols corrected) and uncorrectable codewords, "
           "summed over both directions of every link (rs544 lanes carry 80 raw bits per "
           "cycle per direction, so a port takes at most 0.59 slots per cycle)")
+    for r in report["runs"]:
+        if r.get("faults") and r.get("events"):
+            print(f"events, {r['workload']} ({_fmt_faults(r['faults'])}): "
+                  + ", ".join(f"{k} {v:,}" for k, v in r["events"].items()))
     for r in report["runs"]:
         if r.get("error"):
             print(f"{r['workload']} ({_fmt_faults(r['faults'])}): {_brief(r['error'])}")

@@ -14,7 +14,7 @@ from fusionfabric.rtl.fabric.fabric import FAULT, FEC_STATUS, LINK_STATUS, lane_
 from fusionfabric.rtl.fabric.fault import ber_threshold
 from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.bitfields import Fields
-from fusionfabric.formats.chiplet import STATUS, Opcode
+from fusionfabric.formats.chiplet import STATUS, Opcode, Status
 from fusionfabric.sim.chiplet import MemoryModel, Message
 from fusionfabric.formats.switch import GROUP_BITS, group_entry
 from fusionfabric.tb.chiplet.link import Assembler, LinkScoreboard
@@ -42,6 +42,124 @@ def result_items(msg: Message) -> list[tuple[int, int]]:
     chunks = result_chunks(msg)
     return [(c, int.from_bytes(msg.data[16 * i:16 * i + 16], "little"))
             for i, c in enumerate(chunks)]
+
+
+class FabricLedger:
+    """What happened to every non-posted request on a fabric with a failed endpoint.
+
+    The strict scoreboards expect every request delivered and every completion OK; with a
+    dead endpoint some are neither. The ledger keeps, per (source, destination), the
+    requests in the order sent, and checks as they happen:
+
+    * a delivery is the next request sent on its (source, destination) pair, intact: the
+      delivered requests of a pair are always a prefix of the sent ones (nothing lost
+      before a delivered one, duplicated, reordered or corrupted);
+    * each request gets exactly one completion at its source: OK only if delivered, and
+      then equal to the completer's response; ERROR (refused by a failed chiplet) only if
+      not delivered; TIMEOUT (the requester's completion timer) either way;
+    * a request whose source and destination are both outside ``dead`` is delivered and
+      completes OK.
+
+    :meth:`check` (at the end) adds: no request still outstanding, every pair of live
+    endpoints delivered in full; it returns the accounting.
+    """
+
+    def __init__(self, dead, seed, report=None):
+        self.dead = set(dead)
+        self.seed = seed
+        self.report = report          # callable: what is pending, appended to a failure
+        self.pairs: dict[tuple[int, int], list[dict]] = {}
+        self.n_delivered: dict[tuple[int, int], int] = {}
+        self.outstanding: dict[tuple[int, int], dict] = {}
+        self.counts = {"sent": 0, "delivered": 0, "ok": 0, "error": 0, "timeout": 0}
+        self.by_source: dict[int, dict] = {}
+
+    def _fail(self, msg):
+        extra = f"\n{self.report()}" if self.report else ""
+        raise ScoreboardError(f"ledger: {msg} (seed {self.seed}){extra}")
+
+    def live(self, src, dest) -> bool:
+        return src not in self.dead and dest not in self.dead
+
+    def sent(self, msg: Message):
+        entry = {"msg": msg, "delivered": 0, "rsp": None, "cpl": None}
+        self.pairs.setdefault((msg.src, msg.dest), []).append(entry)
+        if (msg.src, msg.tag) in self.outstanding:
+            self._fail(f"tag {msg.tag} of endpoint {msg.src} reused while outstanding")
+        self.outstanding[(msg.src, msg.tag)] = entry
+        self.counts["sent"] += 1
+
+    def delivered(self, dest: int, msg: Message):
+        key = (msg.src, dest)
+        i = self.n_delivered.get(key, 0)
+        sent = self.pairs.get(key, [])
+        if i >= len(sent):
+            self._fail(f"{msg} delivered at {dest}: nothing more was sent on {key} "
+                       "(duplicate)")
+        if sent[i]["msg"] != msg:
+            self._fail(f"delivery {i} on {key}: got {msg}, expected {sent[i]['msg']} "
+                       "(lost, reordered or corrupt)")
+        sent[i]["delivered"] = 1
+        self.n_delivered[key] = i + 1
+        self.counts["delivered"] += 1
+
+    def response(self, rsp: Message):
+        entry = self.outstanding.get((rsp.dest, rsp.tag))
+        if entry is None or not entry["delivered"]:
+            self._fail(f"response {rsp} for no delivered request")
+        entry["rsp"] = rsp
+
+    def completed(self, src: int, cpl: Message):
+        entry = self.outstanding.pop((src, cpl.tag), None)
+        if entry is None:
+            self._fail(f"completion {cpl} at {src}: tag {cpl.tag} not outstanding")
+        req = entry["msg"]
+        st = Status(cpl.status)
+        if st == Status.OK:
+            if not entry["delivered"] or cpl != entry["rsp"]:
+                self._fail(f"OK completion {cpl} for {req}: delivered "
+                           f"{entry['delivered']}, response {entry['rsp']}")
+        elif st == Status.ERROR:
+            if entry["delivered"]:
+                self._fail(f"ERROR completion for {req}, which was delivered")
+        elif st != Status.TIMEOUT:
+            self._fail(f"completion {cpl} for {req}: status {st.name}")
+        if st != Status.OK and self.live(req.src, req.dest):
+            self._fail(f"{st.name} completion for {req} between live endpoints")
+        entry["cpl"] = cpl
+        name = st.name.lower()
+        self.counts[name] += 1
+        per = self.by_source.setdefault(src, {"ok": 0, "error": 0, "timeout": 0})
+        per[name] += 1
+
+    @property
+    def open(self) -> int:
+        return len(self.outstanding)
+
+    @property
+    def open_live(self) -> int:
+        """Requests between live endpoints not yet completed."""
+        return sum(1 for e in self.outstanding.values()
+                   if self.live(e["msg"].src, e["msg"].dest))
+
+    def check(self) -> dict:
+        if self.outstanding:
+            self._fail(f"{len(self.outstanding)} requests never completed: "
+                       f"{[str(e['msg']) for e in list(self.outstanding.values())[:4]]}")
+        for (src, dest), sent in self.pairs.items():
+            n = self.n_delivered.get((src, dest), 0)
+            if self.live(src, dest) and n != len(sent):
+                self._fail(f"{len(sent) - n} of {len(sent)} requests {src}->{dest} "
+                           "never delivered between live endpoints")
+        c = self.counts
+        undelivered = c["sent"] - c["delivered"]
+        # every request not delivered was reported back to its sender
+        reported = sum(1 for sent in self.pairs.values() for e in sent
+                       if not e["delivered"] and e["cpl"] is not None
+                       and e["cpl"].status != Status.OK)
+        assert reported == undelivered, (reported, undelivered)
+        return {**c, "undelivered": undelivered, "unreported": undelivered - reported,
+                "by_source": {str(k): v for k, v in sorted(self.by_source.items())}}
 
 
 class Endpoint:
@@ -89,7 +207,10 @@ class Endpoint:
             self.outstanding[tag] = (msg, tb.cycle())
         else:
             msg = msg.with_src(self.e)
-        tb.expect_delivery(msg)
+        if tb.ledger is not None:
+            tb.ledger.sent(msg)
+        else:
+            tb.expect_delivery(msg)
         self.req_src.send_many(msg.beats())
         self.sent_msgs += 1
         self.sent_bytes += len(msg.data)
@@ -109,7 +230,10 @@ class Endpoint:
             if self.on_result:
                 self.on_result(self.e, msg, cycle)
             return
-        tb.sb_req.observe((msg.src, self.e), msg)
+        if tb.ledger is not None:
+            tb.ledger.delivered(self.e, msg)
+        else:
+            tb.sb_req.observe((msg.src, self.e), msg)
         self.recv_bytes += len(msg.data)
         if self.on_message:
             self.on_message(self.e, msg, cycle)
@@ -123,7 +247,10 @@ class Endpoint:
             if self.pending_rsp:
                 i = int(tb.rng.integers(len(self.pending_rsp)))
                 rsp = self.pending_rsp.pop(i).with_src(self.e)
-                tb.sb_cpl.expect((rsp.dest, rsp.tag), rsp)
+                if tb.ledger is not None:
+                    tb.ledger.response(rsp)
+                else:
+                    tb.sb_cpl.expect((rsp.dest, rsp.tag), rsp)
                 self.rsp_src.send_many(rsp.beats())
                 if len(self.rsp_src.queue) > 32:
                     await self.rsp_src.wait_idle()
@@ -137,10 +264,13 @@ class Endpoint:
         if msg.tag not in self.outstanding:
             raise ScoreboardError(f"endpoint {self.e}: completion for tag {msg.tag} not "
                                   f"outstanding (seed {tb.seed})")
-        tb.sb_cpl.observe((self.e, msg.tag), msg)
+        if tb.ledger is not None:
+            tb.ledger.completed(self.e, msg)
+        else:
+            tb.sb_cpl.observe((self.e, msg.tag), msg)
         req, t0 = self.outstanding.pop(msg.tag)
         self.latency.append(cycle - t0)
-        if msg.opcode == Opcode.READ_CPL:
+        if msg.opcode == Opcode.READ_CPL and msg.status == Status.OK:
             self.recv_bytes += len(msg.data)
         self.free_tags.append(msg.tag)
         self.tag_freed.set()
@@ -177,6 +307,8 @@ class FabricTB(TB):
         self.groups: dict[int, dict] = {}
         self.sb_req = LinkScoreboard("requests", self.seed, watchdog=self.watchdog)
         self.sb_cpl = LinkScoreboard("completions", self.seed, watchdog=self.watchdog)
+        #: A :class:`FabricLedger` instead of the strict scoreboards (dead endpoints).
+        self.ledger: FabricLedger | None = None
         self._cycle = 0
         self.eps = [Endpoint(self, e) for e in range(self.n)]
         self.config = StreamSource(dut, "i_config", self.clk)
@@ -409,6 +541,11 @@ class FabricTB(TB):
                "replays": sum(x["replays"] for x in eps),
                "relocks": sum(x["relocks"] for x in eps),
                "lane_profile": self.lane_profile,
+               # the strict scoreboards (unused while a ledger runs: its accounting instead)
+               "scoreboard": {"delivered": self.sb_req.delivered + self.sb_cpl.delivered,
+                              "duplicates": self.sb_req.duplicates + self.sb_cpl.duplicates,
+                              "corrupt": self.sb_req.corrupt + self.sb_cpl.corrupt,
+                              "lost": self.sb_req.pending + self.sb_cpl.pending},
                **({"fec": fec_totals(eps)} if self.lane_profile == "rs544" else {}),
                "endpoints": eps}
         if extra:

@@ -16,11 +16,12 @@ testcase=<one of the tests below>, test_args=...)``; ``params`` are the ``fabric
 ``params`` (dict)
     keyword arguments of the workload class.
 ``faults`` (None or dict)
-    ``{"ber": float, "slip_lane": int, "slip_at": int, "slip_bits": int}``: bit error rate
-    on every lane (set once all links are up; ``fusionfabric.rtl.fabric.fault.ber_threshold``), and a
-    one-shot slip of ``slip_bits`` (default 1) bits on lane ``slip_lane``
-    (``fusionfabric.rtl.fabric.lane_index``; -1 = none) ``slip_at`` cycles (default 1000) after the
-    traffic starts.
+    ``{"ber": float, "slip_lane": int, "slip_at": int, "slip_bits": int, "dark_lane":
+    [lane, start, cycles]}``: bit error rate on every lane (set once all links are up;
+    ``fusionfabric.rtl.fabric.fault.ber_threshold``), a one-shot slip of ``slip_bits``
+    (default 1) bits on lane ``slip_lane`` (``fusionfabric.rtl.fabric.lane_index``; -1 =
+    none) ``slip_at`` cycles (default 1000) after the traffic starts, and (optional) lane
+    ``lane`` dark for ``cycles`` cycles from ``start`` cycles after the traffic starts.
 ``result_file`` (str, default ``fabric_results.json`` in the run directory)
     written at the end with :func:`fusionfabric.sim.workloads.result_record` plus ``crc_errors``,
     ``flips``, ``slips`` (PCS bit slips after the links first came up: relock hunting),
@@ -49,7 +50,7 @@ from fusionfabric.sim.chiplet import Message
 from fusionfabric.formats.switch import Dtype, Mode, Op
 from fusionfabric.sim.reduce import pack_flit, random_bits, reduce_flits
 from fusionfabric.tb.common.coverage import cover_point
-from fusionfabric.tb.fabric.fabric_tb import FabricTB, result_items
+from fusionfabric.tb.fabric.fabric_tb import LINK_ACTIVE, FabricLedger, FabricTB, result_items
 
 sample_op = cover_point("fabric.opcode", bins=["WRITE", "READ", "ATOMIC_ADD", "MULTICAST",
                                                "REDUCE", "RESULT"])
@@ -66,11 +67,42 @@ async def _start(tb, faults=None):
 
 
 async def _slip_later(tb, lane, delay, bits=1):
+    """A slip of ``bits`` bits on ``lane`` after ``delay`` cycles; then ``tb.slip_times``
+    gets the cycles from the slip to the PCS losing lock (``loss``), to its relock
+    (``relock``) and to both chiplets of that link ACTIVE again (``active``); None where
+    it did not happen within the link-lost timeout."""
     if lane is None or lane < 0:
         return
     await ClockCycles(tb.clk, int(delay))
     tb.set_fault(lane=int(lane), threshold=tb.threshold, slip=int(bits))
     tb.log.info("slip of %d bits on lane %d", bits, lane)
+    e, d = lane // (2 * tb.n_lanes), (lane // tb.n_lanes) % 2
+    key = ("up", "down")[d]
+    t0 = tb.cycle()
+    drops0 = tb.link(e)[f"{key}_drops"]
+    times = {"lane": lane, "loss": None, "relock": None, "active": None}
+    tb.slip_times = times
+    for _ in range(5000):
+        await tb.sample()
+        link = tb.link(e)
+        if times["loss"] is None and link[f"{key}_drops"] != drops0:
+            times["loss"] = tb.cycle() - t0
+        if times["loss"] is not None and times["relock"] is None and link[f"{key}_link"]:
+            times["relock"] = tb.cycle() - t0
+        if times["relock"] is not None and all(
+                tb.status(e, sd)["state"] == LINK_ACTIVE for sd in ("ep", "sw")):
+            times["active"] = tb.cycle() - t0
+            return
+
+
+async def _dark_later(tb, lane, delay, cycles):
+    """Lane ``lane`` dark for ``cycles`` cycles from ``delay`` cycles on (its bit error
+    threshold kept)."""
+    await ClockCycles(tb.clk, delay)
+    tb.set_fault(lane=lane, threshold=tb.threshold, dark=1)
+    tb.log.info("lane %d dark for %d cycles", lane, cycles)
+    await ClockCycles(tb.clk, cycles)
+    tb.set_fault(lane=lane, threshold=tb.threshold, dark=0)
 
 
 # -- own traffic --------------------------------------------------------------------------
@@ -224,7 +256,7 @@ async def test_faults(dut):
     cycles = tb.cycle() - t0
     tb.sb_req.check_empty()
     tb.sb_cpl.check_empty()
-    res = await tb.report("faults", cycles)
+    res = await tb.report("faults", cycles, extra={"slip": getattr(tb, "slip_times", None)})
     await tb.check_clean()
     assert res["replays"] > 0, f"no replays at BER {ber} (seed {tb.seed}): {res}"
     if lane >= 0:
@@ -255,6 +287,8 @@ async def test_workload(dut):
         cocotb.start_soon(_slip_later(tb, int(faults.get("slip_lane", -1)),
                                       int(faults.get("slip_at", 1000)),
                                       int(faults.get("slip_bits", 1))))
+        if faults.get("dark_lane"):
+            cocotb.start_soon(_dark_later(tb, *[int(v) for v in faults["dark_lane"]]))
     tx = [0] * tb.n
     rx = [0] * tb.n
 
@@ -295,3 +329,180 @@ async def test_workload(dut):
     tb.write_results(rec)
     assert rec["bit_exact"], rec["error"]
 
+
+
+# -- dark lanes: an endpoint's up lanes dark for a while, or for good ---------------------------
+async def _pair_traffic(tb, senders, dests, n_msgs, stream, opcodes):
+    """Each endpoint of ``senders`` sends ``n_msgs`` random ``opcodes`` requests to random
+    other endpoints of ``dests``; the same ``stream`` draws the same messages."""
+    async def one(e):
+        rng = tb.rng_for(stream + e)
+        others = [d for d in dests if d != e]
+        for _ in range(n_msgs):
+            dest = others[int(rng.integers(len(others)))]
+            msg = C.random_message(rng, opcodes, dest=dest)
+            sample_op(Opcode(msg.opcode).name)
+            await tb.eps[e].send(msg)
+    tasks = [cocotb.start_soon(one(e)) for e in senders]
+    for t in tasks:
+        await t
+
+
+def _set_dark(tb, e, dark):
+    for k in range(tb.n_lanes):
+        tb.set_fault(lane=tb.lane(e, 0, k), threshold=tb.threshold, dark=int(dark))
+
+
+async def _wait_state(tb, e, pred, limit):
+    """Cycles until ``pred(ep status, sw status)`` holds for endpoint ``e`` (at most
+    ``limit``, else None)."""
+    for t in range(limit):
+        await tb.sample()
+        if pred(tb.status(e, "ep"), tb.status(e, "sw")):
+            return t
+    return None
+
+
+def _fabric_chiplet_params(tb):
+    from fusionfabric.rtl.fabric.fabric import Fabric
+    return Fabric(**tb.params).chiplet_params
+
+
+@cocotb.test()
+async def test_dark_lane(dut):
+    """Endpoint ``dark_endpoint``'s up lanes (endpoint → switch) go dark in traffic.
+
+    ``dark_cycles`` > 0 (shorter than the link-lost timeout): the switch-side PCS loses
+    lock, both chiplets of that link go down and retrain when the lanes are lit again,
+    nothing goes FAILED, and every request and completion (random WRITE/READ/ATOMIC_ADD and
+    MULTICASTs, all endpoints) is delivered exactly once, in order, intact.
+
+    ``dark_cycles`` = 0 (dark for good): both chiplets of the dead link reach FAILED
+    within :meth:`ChipletParams.fail_bounds`; every request to or from the dead endpoint
+    completes exactly once (OK if it was delivered, ERROR if refused, TIMEOUT), none is
+    delivered twice or corrupted, every undelivered one is reported to its sender
+    (:class:`FabricLedger`); the other endpoints' traffic is delivered in full, at the
+    rate of the same traffic before the fault (``rate_ratio``, checked by the caller), and
+    no switch credit or lock stays pinned by the dead port (their traffic drains through
+    it: refused). Only one-beat completions (WRITE, ATOMIC_ADD) here: docs/protocol.md,
+    "Limits"."""
+    tb = _new_tb(dut)
+    args = tb.args
+    x = int(args.get("dark_endpoint", tb.n - 1))
+    dark_cycles = int(args.get("dark_cycles", 1000))
+    dark_at = int(args.get("dark_at", 300))
+    n_msgs = int(args.get("messages", 12))
+    cp = _fabric_chiplet_params(tb)
+    bounds = cp.fail_bounds()
+    await _start(tb)
+    t0 = tb.cycle()
+    ep_drops0 = tb.link(x)["up_drops"]
+    out = {"dark_endpoint": x, "dark_cycles": dark_cycles, "bounds": bounds}
+    if dark_cycles > 0:
+        if dark_cycles + 500 >= bounds["lost"]:
+            raise ValueError(f"dark_cycles={dark_cycles} is not well below the link-lost "
+                             f"timeout ({bounds['lost']} cycles)")
+
+        async def outage():
+            await ClockCycles(tb.clk, dark_at)
+            _set_dark(tb, x, True)
+            tb.log.info("endpoint %d up lanes dark for %d cycles", x, dark_cycles)
+            await ClockCycles(tb.clk, dark_cycles)
+            _set_dark(tb, x, False)
+            t_lit = tb.cycle()
+            up = await _wait_state(tb, x, lambda a, b: a["state"] == b["state"] == LINK_ACTIVE,
+                                   bounds["lost"])
+            assert up is not None, f"link {x} not active again (seed {tb.seed})"
+            out["retrain_cycles"] = tb.cycle() - t_lit
+            out["dark_lit_at"] = t_lit - t0
+        task = cocotb.start_soon(outage())
+        await _traffic(tb, n_msgs)
+        await task
+        await tb.wait_quiet()
+        tb.sb_req.check_empty()
+        tb.sb_cpl.check_empty()
+        res = await tb.report("dark-lane", tb.cycle() - t0, extra=out)
+        await tb.check_clean()
+        e_x = res["endpoints"][x]
+        assert e_x["link"]["up_drops"] > ep_drops0, f"no lock loss at endpoint {x}: {e_x}"
+        for side in ("chiplet_ep", "chiplet_sw"):
+            assert e_x[side]["failures"] == 0, f"{side} of {x} went FAILED: {e_x[side]}"
+        return
+
+    # dark for good
+    ops = [Opcode.WRITE, Opcode.ATOMIC_ADD]
+    live = [e for e in range(tb.n) if e != x]
+    tb.ledger = FabricLedger([x], tb.seed, report=tb.stall_report)
+    tb.watchdog.cycles = max(tb.watchdog.cycles, bounds["cpl"] + 5000)
+    for ep in tb.eps:
+        cocotb.start_soon(ep.responder())
+    # the rate of the live endpoints' traffic with every link up
+    t1 = tb.cycle()
+    await _pair_traffic(tb, live, live, n_msgs, 700, ops)
+    await _wait_live(tb)
+    base = tb.cycle() - t1
+    # traffic to and from the dead endpoint; its lanes go dark once it has handed its last
+    # request to its port (so its port is at a message boundary: docs/protocol.md, "Limits")
+    mixed = cocotb.start_soon(_pair_traffic(tb, live, range(tb.n), n_msgs, 800, ops))
+    await _pair_traffic(tb, [x], range(tb.n), n_msgs, 800, ops)
+    await tb.eps[x].req_src.wait_idle()
+    _set_dark(tb, x, True)
+    t_dark = tb.cycle()
+    failed = await _wait_state(tb, x, lambda a, b: a["failed"] and b["failed"],
+                               2 * max(bounds["replay"], bounds["lost"]))
+    assert failed is not None, f"link {x} not FAILED (seed {tb.seed})"
+    out["detect_cycles"] = tb.cycle() - t_dark
+    await mixed
+    # the same live traffic again, with requests from and to the dead endpoint in between
+    t2 = tb.cycle()
+    probes = [cocotb.start_soon(_pair_traffic(tb, live, [x], 2, 900, ops)),
+              cocotb.start_soon(_pair_traffic(tb, [x], live, 2, 900, ops))]
+    await _pair_traffic(tb, live, live, n_msgs, 700, ops)
+    await _wait_live(tb)
+    after = tb.cycle() - t2
+    for t in probes:
+        await t
+    await _wait_ledger(tb, limit=bounds["cpl"] + 5000)
+    acct = tb.ledger.check()
+    out.update(ledger=acct, base_cycles=base, after_cycles=after,
+               rate_ratio=round(base / max(1, after), 4))
+    # the ports' own counters account for every error completion (ERROR: refused at the
+    # requester's own port; a request refused by the dead port's switch-side chiplet, which
+    # has no completion tracker, is counted there and times out at its requester)
+    await tb.sample()
+    timeouts = sum(tb.status(e, "ep")["cpl_timeouts"] for e in range(tb.n))
+    refused = sum(tb.status(e, "ep")["cpl_refused"] for e in range(tb.n))
+    out.update(refused_at_switch=tb.status(x, "sw")["cpl_refused"],
+               responses_refused_at_switch=tb.status(x, "sw").get("failed_cpl"))
+    res = await tb.report("dark-lane", tb.cycle() - t0, extra=out)
+    st_ep, st_sw = res["endpoints"][x]["chiplet_ep"], res["endpoints"][x]["chiplet_sw"]
+    assert st_ep["state"] != LINK_ACTIVE and st_sw["state"] != LINK_ACTIVE
+    assert acct["timeout"] == timeouts and acct["error"] == refused, \
+        f"ledger {acct} vs counters: timeouts {timeouts}, refused {refused} (seed {tb.seed})"
+    # the live links and the switch are clean
+    for e in live:
+        for side in ("ep", "sw"):
+            st = tb.status(e, side)
+            assert st["state"] == LINK_ACTIVE and st["failures"] == 0, (e, side, st)
+        s = tb.switch_stats(e)
+        assert s["drop_dest"] == s["drop_group"] == s["drop_kind"] == 0, (e, s)
+
+
+async def _wait_ledger(tb, limit=200_000):
+    """Until every request in the ledger completed and every request queue drained."""
+    for _ in range(limit):
+        await FallingEdge(tb.clk)
+        if not tb.ledger.open and all(ep.req_src.idle_now for ep in tb.eps):
+            return
+    raise AssertionError(f"{tb.ledger.open} requests still open after {limit} cycles "
+                         f"(seed {tb.seed})")
+
+
+async def _wait_live(tb, limit=200_000):
+    """Until no request between two live endpoints is outstanding."""
+    for _ in range(limit):
+        await FallingEdge(tb.clk)
+        if not tb.ledger.open_live:
+            return
+    raise AssertionError(f"{tb.ledger.open_live} requests between live endpoints still open "
+                         f"after {limit} cycles (seed {tb.seed})")
