@@ -77,6 +77,29 @@ def test_fabric_dark_lane_short_icarus():
     assert 0 < res["retrain_cycles"] < res["bounds"]["lost"], res
 
 
+#: Three endpoints (two stay live); a link-lost timeout of 1,000 cycles and a completion
+#: timer of 6,000, so that the run is short and still keeps the designed order: a request
+#: stalled behind the dead port until it is detected completes before its timer expires.
+DEAD_PARAMS = {"n_endpoints": 3, "link_timeout": 1000, "cpl_timeout": 6000}
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+def test_fabric_dark_lane_permanent_icarus():
+    """Endpoint 2's up lanes dark for good: both chiplets of its link FAILED within the
+    bounds of docs/protocol.md; every request to or from it completes exactly once (OK,
+    ERROR or TIMEOUT, matching the ports' counters), none unreported, duplicated or
+    corrupted; endpoints 0 and 1 keep exchanging traffic at >= 95 % of the rate of the
+    same traffic before the fault, with no switch drop."""
+    res = _run(DEAD_PARAMS, "test_dark_lane", {"messages": 12, "dark_cycles": 0,
+                                               "stall_cycles": 20_000})
+    b = res["bounds"]
+    assert res["detect_cycles"] <= max(b["replay"], b["lost"]) + 200, res
+    acct = res["ledger"]
+    # refused ones (ERROR) and ones held by the dead link (TIMEOUT) both occurred
+    assert acct["unreported"] == 0 and acct["error"] >= 1 and acct["timeout"] >= 1, acct
+    assert res["rate_ratio"] >= 0.95, res
+
 @pytest.mark.cocotb
 @pytest.mark.soak
 @pytest.mark.parametrize("n", [4, 8])

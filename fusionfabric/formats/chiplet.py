@@ -162,6 +162,7 @@ STATUS = Fields([
     ("failed_multicast", 16),  # posted requests refused while failed, per opcode
     ("failed_reduce", 16),
     ("failed_result", 16),
+    ("failed_cpl", 16),      # responses refused while failed (switch side only)
 ])
 
 

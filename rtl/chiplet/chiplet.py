@@ -12,7 +12,7 @@ from fusionfabric.formats.chiplet import SRC_BITS, ChipletParams
 from .common import LINK_FAILED, STATUS, phy_layout, port_layout, sat_inc
 from .dl_rx import DataLinkRx
 from .dl_tx import DataLinkTx
-from .tl_rx import TransactionRx
+from .tl_rx import WHOLE_MIN_CREDITS, TransactionRx
 from .tl_tx import TransactionTx
 from .tracker import CompletionTracker
 
@@ -127,8 +127,11 @@ class Chiplet(wiring.Component):
         m.submodules.tl_tx = tltx = TransactionTx(stamp_src=self.params.stamp_src)
         m.submodules.dl_tx = dltx = DataLinkTx(self.params)
         m.submodules.dl_rx = dlrx = DataLinkRx(self.params)
-        m.submodules.tl_rx0 = tlrx0 = TransactionRx()
-        m.submodules.tl_rx1 = tlrx1 = TransactionRx()
+        # the switch side delivers whole messages only (TransactionRx ``whole``): a link that
+        # fails mid-message must not hold the switch's ingress inside it
+        whole = (not self.params.stamp_src) and self.params.rx_credits >= WHOLE_MIN_CREDITS
+        m.submodules.tl_rx0 = tlrx0 = TransactionRx(whole=whole)
+        m.submodules.tl_rx1 = tlrx1 = TransactionRx(whole=whole)
         track = self.params.tracks_completions
         if track:
             m.submodules.tracker = trk = CompletionTracker(self.params.cpl_timeout)
@@ -165,6 +168,8 @@ class Chiplet(wiring.Component):
             dlrx.i_nak_sent.eq(dltx.o_nak_sent),
             dltx.i_freed0.eq(tlrx0.o_freed),
             dltx.i_freed1.eq(tlrx1.o_freed),
+            tlrx0.i_avail.eq(dlrx.o_level0),
+            tlrx1.i_avail.eq(dlrx.o_level1),
         ]
         s = self.o_status
         m.d.comb += [
@@ -181,6 +186,7 @@ class Chiplet(wiring.Component):
             s.failed_multicast.eq(tltx.o_failed_multicast),
             s.failed_reduce.eq(tltx.o_failed_reduce),
             s.failed_result.eq(tltx.o_failed_result),
+            s.failed_cpl.eq(tltx.o_failed_cpl),
         ]
         if track:
             m.d.comb += [s.cpl_timeouts.eq(trk.o_timeouts), s.cpl_refused.eq(trk.o_refused),

@@ -49,6 +49,8 @@ class DataLinkRx(wiring.Component):
         Low: input ignored, framing reset.
     o_slot0, o_slot1 : Out(stream.Signature(128))
         The receive FIFOs of VC 0 and VC 1, toward the transaction layer.
+    o_level0, o_level1 : Out(16)
+        Slots in each receive FIFO (committed, not yet read).
     o_good, o_hdr : Out(1), Out(DL_HEADER)
         Pulse with the header of each good-CRC flit.
     o_expected : Out(10)
@@ -74,6 +76,8 @@ class DataLinkRx(wiring.Component):
             "i_link_up": In(1),
             "o_slot0": Out(stream.Signature(SLOT_BITS)),
             "o_slot1": Out(stream.Signature(SLOT_BITS)),
+            "o_level0": Out(16),
+            "o_level1": Out(16),
             "o_good": Out(1),
             "o_hdr": Out(DL_HEADER.layout()),
             "o_expected": Out(SEQ_BITS),
@@ -102,7 +106,8 @@ class DataLinkRx(wiring.Component):
             m.submodules[f"vc{v}"] = q
             fifos.append(q)
             o = (self.o_slot0, self.o_slot1)[v]
-            m.d.comb += [o.valid.eq(q.r_rdy), o.payload.eq(q.r_data), q.r_en.eq(o.ready)]
+            m.d.comb += [o.valid.eq(q.r_rdy), o.payload.eq(q.r_data), q.r_en.eq(o.ready),
+                         (self.o_level0, self.o_level1)[v].eq(q.level)]
 
         counters = {n: Signal(len(getattr(self, f"o_{n}")), name=n)
                     for n in ("crc_err", "seq_err", "dup", "frame_err", "overflow", "rx_flits")}

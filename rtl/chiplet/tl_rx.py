@@ -9,7 +9,12 @@ from amaranth.lib.wiring import In, Out
 from fusionfabric.formats.chiplet import CREDIT_BITS, SLOT_BITS, TL_HEADER, Opcode
 from .common import beat_slots_layout, data_slots, port_layout
 
-__all__ = ["TransactionRx"]
+__all__ = ["TransactionRx", "WHOLE_MIN_CREDITS"]
+
+#: The smallest ``rx_credits`` with which a receiver may wait for whole messages: a message
+#: of 17 slots spans up to 5 TL flits, and the sender must hold credits for the rest while
+#: the first ones wait in the buffer.
+WHOLE_MIN_CREDITS = 5
 
 
 class TransactionRx(wiring.Component):
@@ -19,6 +24,13 @@ class TransactionRx(wiring.Component):
     skips the rest of its TL flit; otherwise the header is held and repeated on each of its
     ``length / 16`` data beats (one beat for a message without data).
 
+    With ``whole`` (the switch side of a fabric link) a message's header is taken only once
+    all its slots are in the receive buffer (``i_avail``, slots committed there, at least
+    ``1 + length / 16``), so a message is delivered as one burst and a link that fails in
+    the middle of a message never leaves ``o_beat`` inside it (the switch's ingress would
+    hold its output for good). The buffer must hold a whole message with room for the
+    sender to finish it: ``rx_credits >= 5`` (:data:`WHOLE_MIN_CREDITS`).
+
     Members
     -------
     i_slot : In(stream.Signature(128))
@@ -27,6 +39,8 @@ class TransactionRx(wiring.Component):
         Delivered messages, header fields on every beat.
     o_freed : Out(12)
         Cumulative count of TL flits consumed (mod 4096): the credits to return.
+    i_avail : In(16)
+        With ``whole``: slots in the receive buffer, the one on ``i_slot`` included.
 
     Timing
     ------
@@ -35,11 +49,15 @@ class TransactionRx(wiring.Component):
     cycles beyond the FIFO. Reset clears the parse state and ``o_freed``.
     """
 
-    def __init__(self):
+    def __init__(self, whole: bool = False):
+        if not isinstance(whole, bool):
+            raise TypeError(f"whole={whole!r} must be a bool")
+        self.whole = whole
         super().__init__({
             "i_slot": In(stream.Signature(SLOT_BITS)),
             "o_beat": Out(stream.Signature(port_layout())),
             "o_freed": Out(CREDIT_BITS),
+            "i_avail": In(16),
         })
 
     def elaborate(self, platform):
@@ -79,7 +97,8 @@ class TransactionRx(wiring.Component):
                          self.i_slot.ready.eq(self.o_beat.ready),
                          pop.eq(self.i_slot.valid & self.o_beat.ready)]
         with m.Else():
-            m.d.comb += [self.i_slot.ready.eq(1), pop.eq(self.i_slot.valid)]
+            ready = (self.i_avail > nds) if self.whole else 1
+            m.d.comb += [self.i_slot.ready.eq(ready), pop.eq(self.i_slot.valid & ready)]
             with m.If(pop):
                 m.d.sync += [hdr.eq(slot), rem.eq(nds)]
         with m.If(pop):

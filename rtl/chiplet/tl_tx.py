@@ -11,7 +11,12 @@ from fusionfabric.formats.chiplet import TAG_BITS, Opcode
 from .common import (beat_slots_layout, data_slots, port_layout, sat_inc, tl_layout,
                      tl_slots_layout, valid_opcode)
 
-__all__ = ["TransactionTx"]
+__all__ = ["TransactionTx", "FLIT_FIFO_DEPTH"]
+
+#: TL flits buffered per VC between the packer and the DL. A message's header is taken only
+#: when every flit the message completes fits ((slots in the open flit + 1 + data slots)
+#: // 4, at most 5 for 17 slots), so a started message never waits for the link.
+FLIT_FIFO_DEPTH = 8
 
 
 class TransactionTx(wiring.Component):
@@ -21,8 +26,11 @@ class TransactionTx(wiring.Component):
     ``i_node_id``) and ``length / 16`` data slots, packed back to back into 64-byte TL flits
     of that port's VC (docs/protocol.md, "Transaction layer"). When a message ends inside a
     TL flit and no next beat is waiting, the flit is closed with zero (NULL) slots. Each VC
-    has its own packer and a 2-flit FIFO, so a stalled request stream never holds up
-    responses. The arbiter hands the DL a TL flit of a VC only while ``i_credit_ok`` allows
+    has its own packer and a FIFO of :data:`FLIT_FIFO_DEPTH` TL flits, so a stalled request
+    stream never holds up responses. A message's header beat is taken only when the FIFO
+    has room for every TL flit the message completes, so once started a message is taken
+    to its last beat without waiting for the link: the port always comes back to a message
+    boundary, where a failed link refuses. The arbiter hands the DL a TL flit of a VC only while ``i_credit_ok`` allows
     it, alternating between the VCs when both are eligible, and holds its choice until the
     flit is taken.
 
@@ -30,8 +38,10 @@ class TransactionTx(wiring.Component):
     again), every request that starts on ``i_req`` is taken and dropped whole: a posted one
     (MULTICAST, REDUCE, RESULT) is counted in ``o_failed_multicast``/``_reduce``/``_result``,
     a non-posted one is reported on ``o_issue`` with ``refused`` set (the completion tracker
-    answers it with an ERROR completion). A message already started is packed to its end;
-    responses (``i_rsp``) are never refused (they wait for the link).
+    answers it with an ERROR completion). A message already started is packed to its end
+    (its flits have room). Responses (``i_rsp``) are refused the same way only without
+    ``stamp_src`` (the switch side of a fabric link, whose egress must keep draining the
+    switch), counted in ``o_failed_cpl``; an endpoint's responses wait for the link.
 
     Parameters
     ----------
@@ -62,6 +72,8 @@ class TransactionTx(wiring.Component):
         was dropped.
     o_failed_multicast, o_failed_reduce, o_failed_result : Out(16)
         Posted requests refused (saturating).
+    o_failed_cpl : Out(16)
+        Responses refused (saturating; without ``stamp_src`` only).
 
     Timing
     ------
@@ -88,10 +100,11 @@ class TransactionTx(wiring.Component):
             "o_failed_multicast": Out(16),
             "o_failed_reduce": Out(16),
             "o_failed_result": Out(16),
+            "o_failed_cpl": Out(16),
         })
 
     def _packer(self, m, vc, port, bad, refuse=None):
-        q = fifo.SyncFIFOBuffered(width=4 * SLOT_BITS, depth=2)
+        q = fifo.SyncFIFOBuffered(width=4 * SLOT_BITS, depth=FLIT_FIFO_DEPTH)
         m.submodules[f"flits{vc}"] = q
         slots = [Signal(SLOT_BITS, name=f"p{vc}_slot{i}") for i in range(3)]
         pos = Signal(2, name=f"p{vc}_pos")
@@ -108,17 +121,19 @@ class TransactionTx(wiring.Component):
         refusing = Signal(name=f"p{vc}_refusing")
         if refuse is not None:
             m.d.comb += refusing.eq((refuse[0] != 0) | (port.valid & self.i_refuse))
+        # room for every TL flit the message completes, reserved before its header is
+        # taken: once started, a message is packed to its end without waiting for the link
+        need = Signal(range(FLIT_FIFO_DEPTH + 1), name=f"p{vc}_need")
+        room = Signal(name=f"p{vc}_room")
+        m.d.comb += [need.eq((pos + 1 + nds) >> 2),
+                     room.eq(q.level + need <= FLIT_FIFO_DEPTH)]
 
         wr = Signal(name=f"p{vc}_wr")
         word = Signal(SLOT_BITS, name=f"p{vc}_word")
         can = Signal(name=f"p{vc}_can")
         m.d.comb += can.eq((pos != 3) | q.w_rdy)
         padding = Signal(name=f"p{vc}_padding")   # NULL until the end of this TL flit
-        with m.If(padding):
-            m.d.comb += [word.eq(0), wr.eq(can)]
-            with m.If(can & (pos == 3)):
-                m.d.sync += padding.eq(0)
-        with m.Elif(rem != 0):
+        with m.If(rem != 0):
             # data slot of the current message
             m.d.comb += [word.eq(beat.data), wr.eq(port.valid & can),
                          port.ready.eq(can)]
@@ -128,18 +143,26 @@ class TransactionTx(wiring.Component):
             m.d.comb += port.ready.eq(1)
             sat_inc(m, bad, 1)
         with m.Elif(refusing):
-            # a request dropped whole while i_refuse: its first beat here, the rest
-            # counted down in ``drop`` (VC 0 only; ``refusing`` is 0 on VC 1)
+            # a message dropped whole while i_refuse: its first beat here, the rest
+            # counted down in ``drop`` (requests; responses too without ``stamp_src``).
+            # Before the padding: a flit that cannot be closed (its FIFO full while the
+            # link is failed) must not hold the port
             if refuse is not None:
-                self._refuse(m, port, beat, nds, refuse[0])
+                self._refuse(m, port, beat, nds, refuse[0], vc)
+        with m.Elif(padding):
+            m.d.comb += [word.eq(0), wr.eq(can)]
+            with m.If(can & (pos == 3)):
+                m.d.sync += padding.eq(0)
         with m.Elif(port.valid):
-            # header slot; a message without data is consumed with it
-            m.d.comb += [word.eq(hdr), wr.eq(can),
-                         port.ready.eq(can & (nds == 0))]
-            with m.If(can):
+            # header slot, once the message's flits have room; a message without data is
+            # consumed with it
+            go = Signal(name=f"p{vc}_go")
+            m.d.comb += [go.eq(can & room), word.eq(hdr), wr.eq(go),
+                         port.ready.eq(go & (nds == 0))]
+            with m.If(go):
                 m.d.sync += rem.eq(nds)
             if vc == 0:
-                m.d.comb += self.o_issue.eq(can & self._nonposted(beat.opcode))
+                m.d.comb += self.o_issue.eq(go & self._nonposted(beat.opcode))
         with m.Elif(pos != 0):
             # message boundary inside a flit and nothing waiting: close with NULL slots
             m.d.comb += [word.eq(0), wr.eq(can)]
@@ -160,23 +183,26 @@ class TransactionTx(wiring.Component):
         return ((opcode == Opcode.WRITE) | (opcode == Opcode.READ)
                 | (opcode == Opcode.ATOMIC_ADD))
 
-    def _refuse(self, m, port, beat, nds, drop):
+    def _refuse(self, m, port, beat, nds, drop, vc):
         m.d.comb += port.ready.eq(1)
         with m.If(port.valid):
             with m.If(drop != 0):
                 m.d.sync += drop.eq(drop - 1)
             with m.Else():
                 m.d.sync += drop.eq(Mux(nds == 0, 0, nds - 1))
-                m.d.comb += [self.o_issue.eq(self._nonposted(beat.opcode)),
-                             self.o_issue_refused.eq(1)]
-                for name, op in (("multicast", Opcode.MULTICAST),
-                                 ("reduce", Opcode.REDUCE), ("result", Opcode.RESULT)):
-                    sat_inc(m, self._failed[name], beat.opcode == op)
+                if vc == 0:
+                    m.d.comb += [self.o_issue.eq(self._nonposted(beat.opcode)),
+                                 self.o_issue_refused.eq(1)]
+                    for name, op in (("multicast", Opcode.MULTICAST),
+                                     ("reduce", Opcode.REDUCE), ("result", Opcode.RESULT)):
+                        sat_inc(m, self._failed[name], beat.opcode == op)
+                else:
+                    sat_inc(m, self._failed["cpl"], 1)
 
     def elaborate(self, platform):
         m = Module()
         self._failed = {n: Signal(16, name=f"failed_{n}") for n in ("multicast", "reduce",
-                                                                    "result")}
+                                                                    "result", "cpl")}
         for n, sig in self._failed.items():
             m.d.comb += getattr(self, f"o_failed_{n}").eq(sig)
         beat = self.i_req.payload
@@ -187,7 +213,9 @@ class TransactionTx(wiring.Component):
         m.d.comb += self.o_bad_op.eq(bad)
         bad0, bad1 = Signal(8), Signal(8)
         q0 = self._packer(m, 0, self.i_req, bad0, (drop,))
-        q1 = self._packer(m, 1, self.i_rsp, bad1)
+        # the switch side refuses responses too: the switch's egress must keep draining
+        drop1 = Signal(5)         # data beats left of a refused response
+        q1 = self._packer(m, 1, self.i_rsp, bad1, None if self.stamp_src else (drop1,))
         m.d.comb += bad.eq(Mux(bad0 + bad1 > 255, 255, bad0 + bad1))
 
         # Arbiter: lock a choice until the TL flit is taken; alternate when both eligible.

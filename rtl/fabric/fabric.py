@@ -306,7 +306,8 @@ class Fabric(wiring.Component):
                          lf.i_slip_bits.eq(cfg.payload.slip),
                          self.o_flips[idx].eq(lf.o_flips)]
         m.d.comb += [rx_ad.i_row.valid.eq(rx.o_data.valid),
-                     rx_ad.i_row.payload.eq(rx.o_data.payload)]
+                     rx_ad.i_row.payload.eq(rx.o_data.payload),
+                     rx_ad.i_link_up.eq(rx.o_link_up)]
         connect(m, rx_ad.o_word, dst.i_phy)
         return rx
 
