@@ -494,7 +494,13 @@ class LinkTB(TB):
             await dark_lane
         self.faults_off = True      # no new errors: every hit flit gets checked below
         await Timer(10 * 400, unit="ns")   # let in-flight control flits and counters settle
-        await ReadOnly()
+        # a link drop near the end of the traffic may still be retraining (PCS relock and
+        # DL bring-up take several hundred cycles): give it up to 5,000 cycles
+        for _ in range(5000):
+            await FallingEdge(self.clk)
+            await ReadOnly()
+            if all(self.status(s)["state"] == 2 for s in "ab"):
+                break
         return self.report(t1 - t0)
 
     def report(self, cycles):
