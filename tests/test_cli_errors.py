@@ -335,3 +335,24 @@ def test_link_report_lines_name_what_they_count():
     pcs = {k: label for k, label, _ in events({**base, "pcs": True, "pcs_lock_losses": 1,
                                                "pcs_relocks": 1}, "icarus", 0)}
     assert "cycles" in pcs["cycles_with_bit_errors"] and "pcs_relocks" in pcs
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--seed", "x"], "--seed 'x' must be an integer"),
+    (["--seed", "-1"], "--seed '-1' must be an integer"),
+    (["--rows", "ber,reset"], "--rows 'ber,reset': 'reset' is not one of"),
+    (["--rows", ","], "--rows ',': 'empty'"),
+    (["--json", "/proc/no/such/dir/x.json"], "--json"),
+])
+def test_fault_table_bad_arguments_exit_2(argv, match):
+    """bench/fault_table.py: one line naming the bad value, exit 2, before any run."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, str(root / "bench" / "fault_table.py"), *argv],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and match in lines[0], proc.stderr
