@@ -96,8 +96,10 @@ async def _links_up(dut, n, poll=50, limit=20_000) -> int:
     raise AssertionError(f"links not up after {limit} cycles")
 
 
-async def _faults(dut, n, ber, slip_lane, slip_at, t_enable, log):
-    """BER on every lane once the links are up; a slip ``slip_at`` cycles after enable."""
+async def _faults(dut, n, ber, slip_lane, slip_at, t_enable, log, dark=None):
+    """BER on every lane once the links are up; a slip ``slip_at`` cycles after enable;
+    ``dark = [lane, at, cycles]``: that lane dark for ``cycles`` cycles from ``at`` cycles
+    after enable."""
     threshold = 0
     if ber:
         await _links_up(dut, n)
@@ -110,6 +112,15 @@ async def _faults(dut, n, ber, slip_lane, slip_at, t_enable, log):
             await Timer(wait * PERIOD_NS, unit="ns")
         await _fault_beat(dut, lane=slip_lane, threshold=threshold, slip=1)
         log.info("slip of 1 bit on lane %d at cycle %d", slip_lane, _cycle())
+    if dark:
+        lane, at, cycles = (int(v) for v in dark)
+        wait = t_enable + at - _cycle()
+        if wait > 0:
+            await Timer(wait * PERIOD_NS, unit="ns")
+        await _fault_beat(dut, lane=lane, threshold=threshold, dark=1)
+        log.info("lane %d dark for %d cycles from cycle %d", lane, cycles, _cycle())
+        await Timer(cycles * PERIOD_NS, unit="ns")
+        await _fault_beat(dut, lane=lane, threshold=threshold, dark=0)
 
 
 def expected_errors(p: dict, ref: dict, n: int) -> dict:
@@ -138,6 +149,7 @@ async def test_bist(dut):
     poll, max_cycles = int(a.get("poll", 1000)), int(a.get("max_cycles", 2_000_000))
     ber, slip_lane = float(a.get("ber", 0)), int(a.get("slip_lane", -1))
     slip_at, settle = int(a.get("slip_at", 1500)), int(a.get("settle", 300))
+    dark = a.get("dark_lane")          # [lane, at, cycles]
     if budget < 1:
         raise ValueError(f"budget={budget} must be >= 1 (0 would run forever)")
     # the reference: every generator's message sequence from the numpy model
@@ -156,8 +168,9 @@ async def test_bist(dut):
     wall0 = time.perf_counter()
     t_enable = _cycle()
     dut.i_bist.value = BIST_CONTROL.pack(enable=1, load=load, stall=stall, budget=budget)
-    if ber or slip_lane >= 0:
-        cocotb.start_soon(_faults(dut, n, ber, slip_lane, slip_at, t_enable, dut._log))
+    if ber or slip_lane >= 0 or dark:
+        cocotb.start_soon(_faults(dut, n, ber, slip_lane, slip_at, t_enable, dut._log,
+                                  dark))
 
     last, last_change = -1, t_enable
     while True:
@@ -189,7 +202,7 @@ async def test_bist(dut):
             json.dump({"cycles": cycles, "wall_s": wall, "sim": tb.sim, "n_endpoints": n,
                        "beats": sum(c["chk_beats"]), "messages": sum(c["chk_messages"]),
                        "replays": h["replays"], "relocks": h["relocks"], "flips": h["flips"],
-                       "counters": c}, fh, indent=1)
+                       "counters": c, "link": h["link"]}, fh, indent=1)
 
     # generators against the model
     for s in range(n):
@@ -229,3 +242,11 @@ async def test_bist(dut):
         assert h["replays"] > 0, f"no replays at BER {ber}: {log}"
     if slip_lane >= 0:
         assert h["relocks"] >= 1, f"no relock after the slip on lane {slip_lane}: {log}"
+    if dark:
+        # the dark lane shows in the health counters: its direction's PCS lost lock and
+        # relocked, and the link retrained without FAILED
+        e, d = int(dark[0]) // 4, (int(dark[0]) // 2) % 2
+        drops = h["link"][e][("up_drops", "down_drops")[d]]
+        assert drops >= 1, f"no lock loss on endpoint {e} after the dark lane: {h['link'][e]}"
+        for side in ("ep", "sw"):
+            assert h["status"][side][e]["failures"] == 0, f"{side} of {e} FAILED: {log}"
