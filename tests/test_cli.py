@@ -190,7 +190,9 @@ def _verilog_ports(text: str, top: str) -> dict[str, tuple[str, int]]:
     return ports
 
 
-@pytest.mark.parametrize("name", BLOCK_NAMES + ["kit-increment"])
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=[pytest.mark.soak] if n == "fabric-bist" else [])
+    for n in BLOCK_NAMES + ["kit-increment"]])
 def test_port_map_matches_verilog(tmp_path, capsys, kit_block, name):
     out = tmp_path / "b.v"
     block = all_blocks().get(name, kit_block)

@@ -294,6 +294,7 @@ def test_fabric_bist_faults_icarus(tmp_path):
 
 
 @pytest.mark.cocotb
+@pytest.mark.soak
 def test_fabric_bist_dark_lane_icarus(tmp_path):
     """2 endpoints, endpoint 1's up lane 0 (lane 4) dark for 800 cycles mid-run: zero BIST
     errors, every message exactly once, and the health counters show the lock loss on that

@@ -18,7 +18,7 @@ TESTS = ["test_loopback", "test_skew_max", "test_slip_relock", "test_bit_errors_
 CONFIGS = [
     ("icarus", 1, 16, 2, 512, 66),
     ("icarus", 2, 32, 4, 512, 66),
-    ("icarus", 4, 20, 3, 64, 66),
+    pytest.param(("icarus", 4, 20, 3, 64, 66), marks=pytest.mark.soak),
     ("verilator", 4, 32, 4, 512, 66),
     pytest.param(("verilator", 8, 40, 6, 512, 66), marks=pytest.mark.soak),
     ("icarus", 1, 16, 3, 512, 32),
