@@ -30,9 +30,9 @@ class TransactionTx(wiring.Component):
     stream never holds up responses. A message's header beat is taken only when the FIFO
     has room for every TL flit the message completes, so once started a message is taken
     to its last beat without waiting for the link: the port always comes back to a message
-    boundary, where a failed link refuses. The arbiter hands the DL a TL flit of a VC only while ``i_credit_ok`` allows
-    it, alternating between the VCs when both are eligible, and holds its choice until the
-    flit is taken.
+    boundary, where a failed link refuses. The arbiter hands the DL a TL flit of a VC only
+    while ``i_credit_ok`` allows it, alternating between the VCs when both are eligible, and
+    holds its choice until the flit is taken.
 
     **Refusing.** While ``i_refuse`` is high (the data link is FAILED and not yet ACTIVE
     again), every request that starts on ``i_req`` is taken and dropped whole: a posted one
