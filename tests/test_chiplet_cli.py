@@ -39,6 +39,7 @@ def test_link_bad_parameters(argv, word, capsys):
     assert len(err) == 1 and word in err[0]
 
 
+@pytest.mark.soak
 def test_link_amaranth_reports_zero_loss_at_1e_4(capsys):
     assert main(["link", "--ber", "1e-4", "--transactions", "30", "--seed", "5",
                  "--json"]) == 0

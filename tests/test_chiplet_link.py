@@ -81,6 +81,7 @@ def _pcs(sim, args):
 
 
 @pytest.mark.cocotb
+@pytest.mark.soak
 def test_link_through_pcs_lane_bursts():
     """Solid bursts of 11..64 bits on one 66-bit lane, from a random bit offset (so most
     cross FEC-symbol and block boundaries), about one per 200 cycles per direction (at

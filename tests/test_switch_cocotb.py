@@ -29,7 +29,9 @@ def _id(case):
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+@pytest.mark.parametrize("case", [
+    pytest.param(c, id=_id(c), marks=[pytest.mark.soak] if c[0] == "verilator"
+                 and c[1].get("n_ports") == 8 else []) for c in CASES])
 def test_switch(case):
     sim, params = case
     packets = 40 if params["n_ports"] <= 4 else 25
