@@ -347,11 +347,8 @@ def test_link_report_lines_name_what_they_count():
 def test_fault_table_bad_arguments_exit_2(argv, match):
     """bench/fault_table.py: one line naming the bad value, exit 2, before any run."""
     import subprocess
-    import sys
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, str(root / "bench" / "fault_table.py"), *argv],
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "fault_table.py"), *argv],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     lines = [l for l in proc.stderr.splitlines() if l.strip()]
