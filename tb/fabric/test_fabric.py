@@ -488,21 +488,25 @@ async def test_dark_lane(dut):
         assert s["drop_dest"] == s["drop_group"] == s["drop_kind"] == 0, (e, s)
 
 
-async def _wait_ledger(tb, limit=200_000):
-    """Until every request in the ledger completed and every request queue drained."""
+async def _wait_until(tb, done, what, limit=200_000):
+    """Until ``done()`` holds (checked at each falling edge); fails after ``limit`` cycles
+    with ``what()``, a description of what is still open."""
     for _ in range(limit):
         await FallingEdge(tb.clk)
-        if not tb.ledger.open and all(ep.req_src.idle_now for ep in tb.eps):
+        if done():
             return
-    raise AssertionError(f"{tb.ledger.open} requests still open after {limit} cycles "
-                         f"(seed {tb.seed})")
+    raise AssertionError(f"{what()} after {limit} cycles (seed {tb.seed})")
+
+
+async def _wait_ledger(tb, limit=200_000):
+    """Until every request in the ledger completed and every request queue drained."""
+    await _wait_until(tb, lambda: not tb.ledger.open and all(ep.req_src.idle_now
+                                                               for ep in tb.eps),
+                      lambda: f"{tb.ledger.open} requests still open", limit)
 
 
 async def _wait_live(tb, limit=200_000):
     """Until no request between two live endpoints is outstanding."""
-    for _ in range(limit):
-        await FallingEdge(tb.clk)
-        if not tb.ledger.open_live:
-            return
-    raise AssertionError(f"{tb.ledger.open_live} requests between live endpoints still open "
-                         f"after {limit} cycles (seed {tb.seed})")
+    await _wait_until(tb, lambda: not tb.ledger.open_live,
+                      lambda: f"{tb.ledger.open_live} requests between live endpoints "
+                              "still open", limit)
