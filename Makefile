@@ -11,7 +11,7 @@ JOBS   ?= auto
 SIM    ?= icarus
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all test demo venv sims lint synth bench coverage clean distclean help soak formal
+.PHONY: all test demo venv sims lint synth bitstream bench coverage clean distclean help soak formal
 
 all: test
 
@@ -20,6 +20,7 @@ help:
 	@echo "make demo      the main job: fusionfabric demo"
 	@echo "make lint      verilator --lint-only over every block (waivers: docs/lint.md)"
 	@echo "make synth     FPGA report table (yowasp yosys + nextpnr)"
+	@echo "make bitstream the fabric slice on a board, BOARD=ulx3s-85f (docs/board.md)"
 	@echo "make bench     the benchmarks in bench/"
 	@echo "make soak      the long randomized runs left out of CI"
 	@echo "make formal    every formal proof and planted bug (docs/formal.md)"
@@ -73,6 +74,11 @@ SYNTH_ARGS ?=
 synth: $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,fpga]'
 	$(VENV)/bin/fusionfabric synth --report --target ecp5 $(SYNTH_ARGS)
+
+# The fabric slice with its BIST on a board, up to a bitstream (docs/board.md)
+BOARD ?= ulx3s-85f
+bitstream: $(STAMP)
+	$(VENV)/bin/fusionfabric board --board $(BOARD) $(BOARD_ARGS)
 
 bench: sims
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

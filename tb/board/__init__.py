@@ -1,0 +1,1 @@
+"""cocotb testbench of the board slice (docs/board.md)."""
