@@ -35,8 +35,15 @@ CASES = [
 ]
 
 
+#: Cases run only in the soak set (CI time; test_link_through_pcs_dark_lane and the link
+#: CLI's dark-lane test keep a dark lane in CI).
+SOAK_CASES = {"icarus-linkdrops-dark"}
+
+
 @pytest.mark.cocotb
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("case", [
+    pytest.param(c, id=c[0], marks=[pytest.mark.soak] if c[0] in SOAK_CASES else [])
+    for c in CASES])
 def test_link(case):
     _, sim, params, args = case
     result = _run(params, sim, args)

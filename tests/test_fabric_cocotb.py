@@ -1,7 +1,8 @@
 """cocotb regressions of the whole fabric (block ``fabric``, tb/fabric/test_fabric.py).
 
-CI: two endpoints on Icarus (one Verilog build shared by the three runs). The 4- and
-8-endpoint runs, Verilator and the demo workloads are soak: the 8-endpoint Verilog alone is
+CI: two endpoints on Icarus (one Verilog build shared by the runs). The 4- and
+8-endpoint runs, Verilator (the demo's simulator: ``make demo`` builds it too) and the
+demo workloads are soak: the 8-endpoint Verilog alone is
 ~850,000 lines (docs/fabric.md, "Simulation cost")."""
 
 import json
@@ -28,6 +29,7 @@ def test_fabric_traffic_icarus():
 
 
 @pytest.mark.cocotb
+@pytest.mark.soak
 def test_fabric_traffic_verilator():
     """Verilator with only the top level's ports public (``vpi="top"``): the build the demo
     uses by default (tb/common/runner.py)."""

@@ -19,7 +19,7 @@ CONFIGS = [
     ("icarus", 1, 16, 2, 512, 66),
     ("icarus", 2, 32, 4, 512, 66),
     pytest.param(("icarus", 4, 20, 3, 64, 66), marks=pytest.mark.soak),
-    ("verilator", 4, 32, 4, 512, 66),
+    pytest.param(("verilator", 4, 32, 4, 512, 66), marks=pytest.mark.soak),
     pytest.param(("verilator", 8, 40, 6, 512, 66), marks=pytest.mark.soak),
     ("icarus", 1, 16, 3, 512, 32),
     ("icarus", 3, 20, 3, 512, 64),
