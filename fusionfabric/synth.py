@@ -521,7 +521,11 @@ def ecp5_netlist(verilog: Path, top: str, out_dir: Path,
     if not net.exists() or net.stat().st_mtime < Path(verilog).stat().st_mtime:
         out_dir.mkdir(parents=True, exist_ok=True)
         tmp = out_dir / f"{top}.synth.v.tmp"
-        script = (f"read_verilog {Path(verilog).absolute()}; synth_ecp5 -nodsp -top {top}; "
+        # a copy beside the netlist: yowasp's WebAssembly Yosys may not see every absolute
+        # path (a /tmp clone's was not found), and ".." cannot leave its working directory
+        src = out_dir / f"{top}.rtl.v"
+        shutil.copyfile(verilog, src)
+        script = (f"read_verilog {src.name}; synth_ecp5 -nodsp -top {top}; "
                   f"write_verilog -noattr {tmp.name}")
         _run(yosys + ["-q", "-l", "netlist.log", "-p", script], out_dir,
              out_dir / "netlist.out", "yosys", timeout)

@@ -191,7 +191,9 @@ def _verilog_ports(text: str, top: str) -> dict[str, tuple[str, int]]:
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.soak] if n in ("fabric-bist", "board-slice") else [])
+    # the fabric's Verilog is the slow part: the fabric and the blocks that contain it soak
+    pytest.param(n, marks=[pytest.mark.soak] if n in ("fabric", "fabric-bist", "board-slice")
+                 else [])
     for n in BLOCK_NAMES + ["kit-increment"]])
 def test_port_map_matches_verilog(tmp_path, capsys, kit_block, name):
     out = tmp_path / "b.v"
