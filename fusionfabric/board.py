@@ -47,6 +47,7 @@ class Board:
     nextpnr_device: str       # the key of fusionfabric.synth.ECP5_CAPACITY
     led: str = "led"
     uart: str = "uart"
+    fault_switch: tuple[str, int] = ("switch", 0)
 
     def platform_class(self):
         return getattr(importlib.import_module(self.module), self.platform)
@@ -57,7 +58,7 @@ BOARDS: dict[str, Board] = {b.name: b for b in (
           "Radiona ULX3S, LFE5U-85F (25 MHz clock, 8 LEDs, FTDI UART)", "85k"),
     Board("ecp5-5g-evn", "amaranth_boards.ecp5_5g_evn", "ECP55GEVNPlatform",
           "Lattice ECP5-5G evaluation board, LFE5UM5G-85F (12 MHz clock, 8 LEDs, UART)",
-          "um5g-85k"),
+          "um5g-85k", fault_switch=("switch", 1)),
 )}
 
 
@@ -88,8 +89,9 @@ def make_slice(board: Board, sets: dict[str, Any] | None = None):
 
 
 class BoardTop(Elaboratable):
-    """A core with ``o_led`` (8 bits) and ``o_tx`` (the board slice) connected to a board's
-    LEDs and UART transmit pin through output buffers."""
+    """A core with ``o_led`` (8 bits), ``o_tx`` and ``i_fault_en`` (the board slice)
+    connected to a board's LEDs, UART transmit pin and a slide switch through I/O
+    buffers."""
 
     def __init__(self, board: Board, core):
         self.board, self.core = board, core
@@ -104,6 +106,9 @@ class BoardTop(Elaboratable):
         uart = platform.request(self.board.uart, 0, dir="-")
         m.submodules.uart_tx = buf = io.Buffer("o", uart.tx)
         m.d.comb += buf.o.eq(core.o_tx)
+        pin = platform.request(*self.board.fault_switch, dir="-")
+        m.submodules.fault_switch = buf = io.Buffer("i", pin)
+        m.d.comb += core.i_fault_en.eq(buf.i)
         return m
 
 

@@ -13,9 +13,9 @@ import json
 import re
 
 import pytest
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib.wiring import In, Out
 
 from fusionfabric.cli import main
 
@@ -26,11 +26,11 @@ SIM_PARAMS = {"n_endpoints": 2, "divisor": 2, "report_period": 4096, "heartbeat_
               "budget": 12}
 
 
-def _slice(params, tmp_path):
+def _slice(params, tmp_path, args=None):
     from fusionfabric.tb.common import runner
     report = tmp_path / "slice.json"
     result = runner.run("board-slice", TB, params, sim="icarus", testcase="test_slice",
-                        test_args={"report": str(report)})
+                        test_args={"report": str(report), **(args or {})})
     assert result.tests and not result.failed
     return json.loads(report.read_text())
 
@@ -42,6 +42,17 @@ def test_board_slice_icarus(tmp_path):
     errors, both links ACTIVE; pass LED on, fail LED off."""
     res = _slice(SIM_PARAMS, tmp_path)
     assert res["leds"]["pass"] == 1 and len(res["lines"]) >= 2
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+def test_board_slice_lane_faults_icarus(tmp_path):
+    """The fault switch on for 4,000 cycles during traffic at BER 5e-4 on every lane (over
+    the report line at cycle 4,096): the report shows replays, every message still counted
+    exactly once and intact, pass LED on; the report's ``f`` field follows the switch."""
+    res = _slice({**SIM_PARAMS, "fault_ber": 5e-4, "budget": 24},
+                 tmp_path, args={"fault": [600, 4000]})
+    assert res["leds"]["pass"] == 1
 
 
 @pytest.mark.cocotb
@@ -74,8 +85,9 @@ def test_board_bad_input_exits_2(capsys, argv, match):
 
 
 #: ULX3S v2.0 pins as published in the board's constraints file (emard/ulx3s,
-#: doc/constraints/ulx3s_v20.lpf): clk_25mhz G2, led[0..7], ftdi_rxd (the FPGA's TX).
-ULX3S_PINS = {"clk": "G2", "tx": "L4",
+#: doc/constraints/ulx3s_v20.lpf): clk_25mhz G2, led[0..7], ftdi_rxd (the FPGA's TX),
+#: sw[0] (the first DIP switch).
+ULX3S_PINS = {"clk": "G2", "tx": "L4", "sw0": "E8",
               "led": ["B2", "C2", "C1", "D2", "D1", "E2", "E1", "H3"]}
 
 
@@ -85,12 +97,12 @@ class _Blink(wiring.Component):
     (its prepare is in the soak run)."""
 
     def __init__(self):
-        super().__init__({"o_led": Out(8), "o_tx": Out(1)})
+        super().__init__({"i_fault_en": In(1), "o_led": Out(8), "o_tx": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
         count = Signal(9)
-        m.d.sync += count.eq(count + 1)
+        m.d.sync += count.eq(count + Cat(1, self.i_fault_en))
         m.d.comb += [self.o_led.eq(count[:8]), self.o_tx.eq(count[8])]
         return m
 
@@ -114,6 +126,7 @@ def test_board_prepare_ulx3s(tmp_path):
     assert [sites[f"led_{i}__io"] for i in range(8)] == ULX3S_PINS["led"]
     assert sites["uart_0__tx__io"] == ULX3S_PINS["tx"]
     assert sites["clk25_0__io"] == ULX3S_PINS["clk"]
+    assert sites["switch_0__io"] == ULX3S_PINS["sw0"]
     assert re.search(r'FREQUENCY PORT "clk25_0__io" 25000000', lpf), lpf
     assert board_params(BOARDS["ulx3s-85f"])["divisor"] == 217   # 25e6 / 115200 = 217.01
     ys = (tmp_path / "fusionfabric_board.ys").read_text()
@@ -131,6 +144,7 @@ def test_board_prepare_ecp5_evn(tmp_path):
         [res[("led", i)].ios[0].names[0] for i in range(8)]
     tx = next(s for s in res[("uart", 0)].ios if s.name == "tx")
     assert sites["uart_0__tx__io"] == tx.ios[0].names[0]
+    assert sites["switch_1__io"] == res[("switch", 1)].ios[0].names[0]
     assert board_params(BOARDS["ecp5-5g-evn"])["divisor"] == 104   # 12e6 / 115200 = 104.2
 
 

@@ -78,9 +78,10 @@ def run(args):
         print(f"board {board.name}: {exc}", file=sys.stderr)
         return 1
     comb = f", {r.comb:,} of {r.comb_available:,} logic cells" if r.comb_available else ""
+    fmax = f"Fmax {r.fmax_mhz} MHz (clock {r.freq_target_mhz:g} MHz)" \
+        if r.fmax_mhz is not None else f"no Fmax (clock {r.freq_target_mhz:g} MHz)"
     print(f"board {board.name}: {r.lut4:,} LUT4, {r.ff:,} FF, {r.bram} DP16KD, "
-          f"{r.lutram} DPR16X4{comb}; Fmax {r.fmax_mhz} MHz (clock "
-          f"{r.freq_target_mhz:g} MHz); Yosys {r.seconds_yosys:.0f} s, nextpnr "
+          f"{r.lutram} DPR16X4{comb}; {fmax}; Yosys {r.seconds_yosys:.0f} s, nextpnr "
           f"{r.seconds_pnr:.0f} s")
     if r.status != "ok":
         print(f"board {board.name}: {r.status}: {r.note}", file=sys.stderr)

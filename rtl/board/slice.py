@@ -7,14 +7,17 @@ spec: what each LED means and the format of the report line.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
-from amaranth.lib.wiring import Out
+from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.wiring import In, Out
 
 from fusionfabric.formats.chiplet import LinkState
 from fusionfabric.rtl.bist import COUNTER_BITS
 from fusionfabric.rtl.blocks import Block, Param
 from fusionfabric.rtl.fabric.bist import FabricBist, _block_params as _bist_params
+from fusionfabric.rtl.fabric.fabric import lane_bits
+from fusionfabric.rtl.fabric.fault import ber_threshold
 
 from .uart import HexReport, UartTx
 
@@ -32,7 +35,7 @@ def report_fields(n_endpoints: int) -> list[tuple[str, int]]:
         fields += [(f"g{e}", COUNTER_BITS), (f"c{e}", COUNTER_BITS), (f"s{e}", COUNTER_BITS),
                    (f"d{e}", COUNTER_BITS), (f"u{e}", COUNTER_BITS), (f"l{e}", 4),
                    (f"r{e}", 16)]
-    return fields + [("ok", 4)]
+    return fields + [("f", 1), ("ok", 4)]
 
 
 class BoardSlice(wiring.Component):
@@ -40,8 +43,9 @@ class BoardSlice(wiring.Component):
     LEDs and its counters printed over a UART (block ``board-slice``).
 
     Every generator runs with ``load`` and ``budget`` from the parameters from reset on;
-    checker backpressure is off; no fault is injected on the lanes (the fault injectors sit
-    in every lane, idle); no group is configured.
+    checker backpressure is off; no group is configured. While ``i_fault_en`` is high
+    (a switch on the board), every lane's fault injector flips bits at ``fault_ber``;
+    the links repair the errors (replays), so the BIST stays clean.
 
     Parameters
     ----------
@@ -56,11 +60,17 @@ class BoardSlice(wiring.Component):
         Generator offered load in 1/256 (1..256).
     budget : int
         Messages per generator, 0 = forever.
+    fault_ber : float
+        Bit error rate of every lane while ``i_fault_en`` is high (0 < ber <= 1/66 on
+        64b/66b lanes: at most one flip per lane word).
     **bist_params
         Any :class:`FabricBist` parameter (``n_endpoints``, ``fault``, ...).
 
     Members
     -------
+    i_fault_en : In(1)
+        Lane errors on (asynchronous: two synchronizer flip-flops). Each change sends one
+        ``i_fault`` beat to the fabric: every lane at ``fault_ber``, or every lane clean.
     o_led : Out(8)
         :data:`LED_BITS`, LSB first.
     o_tx : Out(1)
@@ -68,19 +78,27 @@ class BoardSlice(wiring.Component):
     """
 
     def __init__(self, divisor: int = 217, report_period: int = 1 << 24,
-                 heartbeat_bit: int = 23, load: int = 256, budget: int = 0, **bist_params):
+                 heartbeat_bit: int = 23, load: int = 256, budget: int = 0,
+                 fault_ber: float = 1e-5, **bist_params):
         if not isinstance(heartbeat_bit, int) or not 0 <= heartbeat_bit < 32:
             raise ValueError(f"heartbeat_bit={heartbeat_bit!r} must be in 0..31")
         if not isinstance(load, int) or not 1 <= load <= 256:
             raise ValueError(f"load={load!r} must be an integer in 1..256")
         if not isinstance(budget, int) or not 0 <= budget < 1 << 32:
             raise ValueError(f"budget={budget!r} must be an integer in 0..2**32-1")
+        if not isinstance(fault_ber, (int, float)) or not fault_ber > 0:
+            raise ValueError(f"fault_ber={fault_ber!r} must be positive")
         self.bist = FabricBist(**bist_params)
+        fab = self.bist.fabric
+        # the lane word's width sets the threshold (66 bits, or an FEC lane's); a rate above
+        # one flip per word raises ValueError naming fault_ber
+        self.fault_threshold = ber_threshold(fault_ber, lane_bits(fab.lane_profile,
+                                                                  fab.fec_symbols))
         self.n_endpoints = n = self.bist.n_endpoints
         self.uart = UartTx(divisor)
         self.report = HexReport(report_fields(n), report_period)
         self.heartbeat_bit, self.load, self.budget = heartbeat_bit, load, budget
-        super().__init__({"o_led": Out(8), "o_tx": Out(1, init=1)})
+        super().__init__({"i_fault_en": In(1), "o_led": Out(8), "o_tx": Out(1, init=1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -92,11 +110,22 @@ class BoardSlice(wiring.Component):
         m.d.comb += self.o_tx.eq(uart.o_tx)
         # idle inputs carry zeros, not X (Icarus, docs/fabric.md)
         m.d.comb += [bist.i_config.valid.eq(0), bist.i_config.payload.eq(0),
-                     bist.i_fault.valid.eq(0), bist.i_fault.payload.eq(0),
                      bist.i_bist.enable.eq(1), bist.i_bist.load.eq(self.load),
                      bist.i_bist.stall.eq(0), bist.i_bist.budget.eq(self.budget)]
         cycles = Signal(32)
         m.d.sync += cycles.eq(cycles + 1)
+
+        # lane faults: one i_fault beat per change of the synchronized switch
+        fault_en = Signal()
+        m.submodules.fault_sync = FFSynchronizer(self.i_fault_en, fault_en)
+        fault_set = Signal()        # the setting the fabric has taken
+        beat = bist.i_fault
+        m.d.comb += [beat.valid.eq(fault_en != fault_set), beat.payload.all.eq(1),
+                     beat.payload.lane.eq(0), beat.payload.dark.eq(0),
+                     beat.payload.slip.eq(0),
+                     beat.payload.threshold.eq(Mux(fault_en, self.fault_threshold, 0))]
+        with m.If(beat.valid & beat.ready):
+            m.d.sync += fault_set.eq(fault_en)
 
         active = Signal()
         failed_now = Signal()
@@ -127,7 +156,8 @@ class BoardSlice(wiring.Component):
         m.d.comb += self.o_led.eq(Cat(cycles[self.heartbeat_bit], active,
                                       bist.o_chk_messages[0][8], ok, fail, link_failed,
                                       errors, done))
-        m.d.comb += [rep.i_t.eq(cycles), rep.i_ok.eq(Cat(ok, fail, link_failed, errors))]
+        m.d.comb += [rep.i_t.eq(cycles), rep.i_f.eq(fault_set),
+                     rep.i_ok.eq(Cat(ok, fail, link_failed, errors))]
         for e in range(n):
             ep, sw = bist.o_ep_status[e], bist.o_sw_status[e]
             m.d.comb += [getattr(rep, f"i_g{e}").eq(bist.o_gen_messages[e]),
@@ -152,6 +182,7 @@ BLOCKS = [
                   Param("heartbeat_bit", int, 23, "cycle-counter bit on the heartbeat LED"),
                   Param("load", int, 256, "generator offered load in 1/256"),
                   Param("budget", int, 0, "messages per generator, 0 = forever"),
+                  Param("fault_ber", float, 1e-5, "lane bit error rate while i_fault_en"),
                   *[p if p.name != "n_endpoints" else Param(p.name, int, 2, p.doc)
                     for p in _bist_params()]],
           ci_params={"n_endpoints": 2}),

@@ -11,7 +11,10 @@ the model's, every link ACTIVE, and the LEDs must say pass (or fail, with a plan
 Consecutive lines' cycle stamps must be exactly ``report_period`` apart.
 
 Test arguments: ``max_cycles`` (default 80,000), ``poll`` (cycles between decodes,
-default 2,000), ``report`` (JSON file: the last line's fields, the LEDs, cycles).
+default 2,000), ``report`` (JSON file: the last line's fields, the LEDs, cycles),
+``fault`` (``[start, cycles]``: ``i_fault_en`` high for ``cycles`` cycles from ``start``
+cycles after reset, as the board's switch would be; the links must then show replays and
+the BIST must stay exactly clean).
 """
 
 from __future__ import annotations
@@ -91,9 +94,20 @@ async def test_slice(dut):
             await dut.o_tx.value_change
             edges.append((get_sim_time("ns") / PERIOD_NS - t_zero, to_int(dut.o_tx.value)))
 
+    dut.i_fault_en.value = 0
     await tb.reset()
     t_zero = get_sim_time("ns") / PERIOD_NS
     cocotb.start_soon(record())
+    fault = a.get("fault")
+
+    async def fault_switch(start, cycles):
+        await Timer(int(start) * PERIOD_NS, unit="ns")
+        dut.i_fault_en.value = 1
+        await Timer(int(cycles) * PERIOD_NS, unit="ns")
+        dut.i_fault_en.value = 0
+
+    if fault:
+        cocotb.start_soon(fault_switch(*fault))
     lines: list[dict[str, int]] = []
     waited = 0
     while True:
@@ -119,6 +133,18 @@ async def test_slice(dut):
     stamps = [ln["t"] for ln in lines]
     assert all(b - a_ == period for a_, b in zip(stamps, stamps[1:])), \
         f"line stamps {stamps} not {period} cycles apart (seed {tb.seed})"
+    if fault:
+        replays = [last[f"r{e}"] for e in range(n)]
+        assert sum(replays) > 0, f"lane faults on, but no replay: {replays} (seed {tb.seed})"
+        # each line's f against the switch at its snapshot (stamps counted from reset;
+        # 10 cycles of slack at each edge for the synchronizer and the reset offset)
+        start, cycles = (int(v) for v in fault)
+        want_f = [1 if start + 10 <= ln["t"] <= start + cycles - 10 else
+                  0 if ln["t"] < start or ln["t"] > start + cycles + 10 else None
+                  for ln in lines]
+        got_f = [ln["f"] for ln in lines]
+        assert 1 in want_f and all(w is None or w == g for w, g in zip(want_f, got_f)), \
+            f"report's f field {got_f}, want {want_f} (seed {tb.seed})"
     fault = p.get("fault", "none") != "none"
     assert led["links_active"] == 1 and led["done"] == 1 and led["link_failed"] == 0
     assert (led["pass"], led["fail"], led["errors"]) == ((0, 1, 1) if fault else (1, 0, 0)), \
