@@ -33,8 +33,16 @@ def _progress(total: int, enabled: bool | None):
     return tqdm(total=total, unit="cyc", file=sys.stderr, leave=False)
 
 
-def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -> dict:
+def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False,
+              points: list[tuple[float, int]] | None = None) -> dict:
     """Simulate every (load, seed index) point of ``cfg`` together; return the results.
+
+    ``points``: simulate only these ``(load, seed index)`` points (loads as
+    :func:`~fusionfabric.sim.fabric.config.parse_loads` gives them), e.g. one point per
+    task on a cluster (:mod:`fusionfabric.sim.fabric.cluster`). Each point's statistics
+    are taken at its own end of run (the first chunk boundary after the sample period at
+    which all its sampled packets are delivered, or the drain limit), so a point's result
+    does not depend on the other points of the batch.
 
     The result holds the configuration, the seed, the placement seed, the kernel
     (``engine``: numba), wall time, simulated cycles and sweep-point-cycles per second,
@@ -46,7 +54,8 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
     sw, run, tr = cfg.switch, cfg.run, cfg.traffic
     n = sw.n_ports
     loads = parse_loads(run.loads) if tr.pattern != "trace" else [1.0]
-    points = [(load, k) for k in range(run.seeds) for load in loads]
+    points = ([(load, k) for k in range(run.seeds) for load in loads] if points is None
+              else [(float(load), int(k)) for load, k in points])
     B = len(points)
     warm = run.warmup if run.warmup >= 0 else run.cycles // 4
     drain = run.drain if run.drain >= 0 else run.cycles
@@ -61,11 +70,17 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
     t0 = time.perf_counter()
     t = 0
     from .kernel import S
+    ends: dict[int, tuple] = {}   # point -> (cycle, st, hist, latmax) at its own end of run
     while True:
         if t >= w1:
             st = fab.s["st"]
             missing = st[:, :, S["exp_deliv"]].sum(1) - st[:, :, S["lat_cnt"]].sum(1)
-            if not missing.any() or t >= w1 + drain:
+            stop = not missing.any() or t >= w1 + drain
+            for b in np.flatnonzero((missing == 0) | stop):
+                if int(b) not in ends:
+                    ends[int(b)] = (t, st[b].copy(), fab.s["hist"][b].copy(),
+                                    fab.s["latmax"][b].copy())
+            if stop:
                 break
             c = min(CHUNK, w1 + drain - t)
         else:
@@ -78,11 +93,16 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
     wall = time.perf_counter() - t0
     if bar is not None:
         bar.close()
+    from types import SimpleNamespace
+    view = SimpleNamespace(n=n, s={"st": np.stack([ends[b][1] for b in range(B)]),
+                                   "hist": np.stack([ends[b][2] for b in range(B)]),
+                                   "latmax": np.stack([ends[b][3] for b in range(B)])})
     out_points = []
     for b, (load, k) in enumerate(points):
         d = {"load": load, "seed": k}
-        d.update(point_stats(fab, b, run.cycles))
+        d.update(point_stats(view, b, run.cycles))
         d["offered_nominal"] = gens[b].offered
+        d["end_cycle"] = ends[b][0]      # the point's own end of run
         out_points.append(d)
     bound = output_bound(tr, n, pseed)
     summary = sweep_summary(out_points)
@@ -106,7 +126,8 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False) -
     }
 
 
-def run_placements(cfg: Config, placements: int, *, progress: bool | None = None) -> dict:
+def run_placements(cfg: Config, placements: int, *, progress: bool | None = None,
+                   sweep=None) -> dict:
     """Run the sweep of ``cfg`` for ``placements`` expert placements.
 
     Placement ``j`` uses placement seed ``s + j`` with ``s`` the configured one (default:
@@ -118,6 +139,7 @@ def run_placements(cfg: Config, placements: int, *, progress: bool | None = None
     """
     import copy
 
+    sweep = sweep or run_sweep   # ``sweep(cfg, progress=...)``: the cluster passes its own
     if int(placements) < 1:
         raise ValueError(f"placements={placements} must be at least 1")
     base = resolve_placement_seed(cfg.traffic, cfg.run.seed)
@@ -125,8 +147,8 @@ def run_placements(cfg: Config, placements: int, *, progress: bool | None = None
     for j in range(int(placements)):
         c = copy.deepcopy(cfg)
         c.traffic.placement_seed = base + j
-        r = run_sweep(c, progress=progress)
-        r.pop("fabric")
+        r = sweep(c, progress=progress)
+        r.pop("fabric", None)
         pts = sorted((p for p in r["points"] if p["seed"] == 0), key=lambda p: p["load"])
         rows.append({"placement_seed": base + j, "output_bound": r["output_bound"],
                      "saturation_throughput": r["summary"]["0"]["saturation_throughput"],
