@@ -15,6 +15,9 @@ a one-line doc and (where it applies) the valid choices or a range:
 ``phys``
     The physical mapping from flits per cycle to bytes per second, and the per-hop
     latencies (SerDes, PCS, FEC, cable, switch pipeline) in ns.
+``topology``
+    One switch (``crossbar``, the default) or a two-tier Clos of such switches (``clos``:
+    leaves, spines, routing, the leaf-spine links); sim/fabric/clos.py.
 
 A TOML file holds any of the sections as tables (``[switch]``, ``[traffic]``...); a
 ``--set section.key=value`` (or ``--set key=value`` when the key is unique) overrides one
@@ -33,7 +36,8 @@ from typing import Any
 
 __all__ = [
     "ConfigError", "SwitchParams", "LinkParams", "TrafficParams", "RunParams", "PhysParams",
-    "Config", "PATTERNS", "load_config", "parse_loads",
+    "TopologyParams", "Config", "PATTERNS", "ROUTINGS", "load_config", "parse_loads",
+    "OVERSUBSCRIPTION_RANGE", "MAX_CLOS_ENDPOINTS",
 ]
 
 
@@ -145,8 +149,51 @@ class PhysParams:
                             lo=0)
 
 
+ROUTINGS = ("deterministic", "ecmp", "adaptive")
+#: Accepted leaf oversubscription ``endpoints_per_leaf / spines`` (one uplink per spine):
+#: from 1/2 (twice as many uplinks as endpoints, past Clos's 2n - 1 strictly non-blocking
+#: middle stage) to 16:1.
+OVERSUBSCRIPTION_RANGE = (0.5, 16.0)
+#: Endpoints of a Clos: the source endpoint rides in 12 bits of a flit's sequence number.
+MAX_CLOS_ENDPOINTS = 4096
+
+
+@dataclass
+class TopologyParams:
+    """One switch, or a two-tier Clos (leaf-spine) of identical switches (sim/fabric/clos.py).
+
+    In a Clos every switch is the ``[switch]`` microarchitecture (``switch.n_ports`` is not
+    used: a leaf has ``endpoints_per_leaf + spines`` ports, a spine one port per leaf); the
+    endpoint links are ``[link]``, the leaf-spine links ``link_latency`` / ``link_credits``.
+    """
+    kind: str = _f("crossbar", "crossbar: one switch of switch.n_ports ports; clos: two-tier "
+                               "leaf-spine", choices=("crossbar", "clos"))
+    radix: int = _f(64, "clos: ports per switch (a leaf needs endpoints_per_leaf + spines, "
+                        "a spine one per leaf)", lo=2, hi=256)
+    endpoints: int = _f(1024, "clos: endpoints (a multiple of endpoints_per_leaf)", lo=1,
+                        hi=MAX_CLOS_ENDPOINTS)
+    endpoints_per_leaf: int = _f(32, "clos: endpoint ports per leaf", lo=1, hi=255)
+    spines: int = _f(32, "clos: spine switches = uplinks per leaf (one link to each spine)",
+                     lo=1, hi=255)
+    routing: str = _f("adaptive", "clos uplink choice: deterministic (dest mod spines), ecmp "
+                                  "(hash of source, destination), adaptive (least-occupied "
+                                  "uplink)", choices=ROUTINGS)
+    link_latency: int = _f(1, "clos: one-way leaf-spine link latency in cycles (flit and "
+                              "credit each)", lo=1)
+    link_credits: int = _f(0, "clos: credits per leaf-spine link direction (0: "
+                              "2*link_latency+1)", lo=0)
+
+    @property
+    def leaves(self) -> int:
+        return self.endpoints // self.endpoints_per_leaf
+
+    @property
+    def oversubscription(self) -> float:
+        return self.endpoints_per_leaf / self.spines
+
+
 SECTIONS = {"switch": SwitchParams, "link": LinkParams, "traffic": TrafficParams,
-            "run": RunParams, "phys": PhysParams}
+            "run": RunParams, "phys": PhysParams, "topology": TopologyParams}
 
 
 @dataclass
@@ -156,6 +203,12 @@ class Config:
     traffic: TrafficParams = field(default_factory=TrafficParams)
     run: RunParams = field(default_factory=RunParams)
     phys: PhysParams = field(default_factory=PhysParams)
+    topology: TopologyParams = field(default_factory=TopologyParams)
+
+    @property
+    def endpoints(self) -> int:
+        """Endpoints of the run: switch.n_ports, or topology.endpoints for a Clos."""
+        return self.topology.endpoints if self.topology.kind == "clos" else self.switch.n_ports
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -174,14 +227,16 @@ class Config:
         if self.phys.payload_bytes > self.phys.flit_bytes:
             raise ConfigError(f"phys.payload_bytes={self.phys.payload_bytes} exceeds "
                               f"phys.flit_bytes={self.phys.flit_bytes}")
+        if self.topology.kind == "clos":
+            check_clos(self.topology, self.switch)
         top = max_iterations(self.switch.n_ports)
-        if self.switch.iterations > top:
+        if self.topology.kind == "crossbar" and self.switch.iterations > top:
             raise ConfigError(f"switch.iterations={self.switch.iterations} is above the "
                               f"maximum {top} = ceil(log2 n_ports) for n_ports="
                               f"{self.switch.n_ports}")
-        if self.traffic.hotspot_ports > self.switch.n_ports:
+        if self.traffic.hotspot_ports > self.endpoints:
             raise ConfigError(f"traffic.hotspot_ports={self.traffic.hotspot_ports} exceeds "
-                              f"switch.n_ports={self.switch.n_ports}")
+                              f"the {self.endpoints} endpoints")
         if self.traffic.pattern == "trace" and not self.traffic.trace_file:
             raise ConfigError("traffic.pattern=trace needs traffic.trace_file=FILE")
         if self.phys.fec_symbols and 544 % self.phys.fec_symbols:
@@ -192,6 +247,28 @@ class Config:
                               f"traffic.packet_size={self.traffic.packet_size}")
         parse_loads(self.run.loads)
         return self
+
+
+def check_clos(topo: TopologyParams, switch: SwitchParams | None = None) -> None:
+    """Raise :class:`ConfigError` (one line naming the value) if the Clos cannot be built."""
+    epl, sp, r = topo.endpoints_per_leaf, topo.spines, topo.radix
+    if epl + sp > r:
+        raise ConfigError(f"topology.radix={r} is too small for a leaf of "
+                          f"endpoints_per_leaf={epl} + spines={sp} uplinks = {epl + sp} ports")
+    if topo.endpoints % epl:
+        raise ConfigError(f"topology.endpoints={topo.endpoints} is not a multiple of "
+                          f"topology.endpoints_per_leaf={epl}")
+    if topo.leaves > r:
+        raise ConfigError(f"topology.endpoints={topo.endpoints} is more than radix x "
+                          f"endpoints_per_leaf = {r} x {epl} = {r * epl} (a spine has {r} "
+                          f"ports, one per leaf)")
+    lo, hi = OVERSUBSCRIPTION_RANGE
+    if not lo <= topo.oversubscription <= hi:
+        raise ConfigError(f"topology oversubscription endpoints_per_leaf/spines = {epl}/{sp} "
+                          f"= {topo.oversubscription:g} is outside {lo:g}..{hi:g}")
+    if switch is not None and switch.mode != "voq":
+        raise ConfigError(f"switch.mode={switch.mode!r}: topology.kind=clos models voq "
+                          f"switches only")
 
 
 def max_iterations(n_ports: int) -> int:

@@ -2,7 +2,10 @@
 
 Written as plain scalar loops over ``(batch point, cycle, port)`` and compiled by numba
 (``njit(cache=True)``; batch points on threads with ``prange`` when no departure log is
-kept). :class:`fusionfabric.sim.fabric.engine.Fabric` owns the arrays and passes them as four
+kept). One cycle of one switch is ``_cycle``: the single switch calls it once per cycle
+(``run_chunk``), a two-tier Clos (sim/fabric/clos.py, ``run_clos_chunk``) once per switch
+per cycle, with the same rules; only the ports that face another switch (their link's
+sender is that switch's output stage) and the ingress routing differ (``_route``). :class:`fusionfabric.sim.fabric.engine.Fabric` owns the arrays and passes them as four
 named tuples of arrays: :class:`Groups` (the multicast table), :class:`Traffic` (one chunk of
 created packets and the output-ready pattern), :class:`State` (every register of the
 switches, links and source queues, and the statistics) and :class:`Log` (the departure log).
@@ -26,6 +29,12 @@ writes take effect for t+1, as in the RTL):
    written one per cycle lowest member first; a handshake pops the receive FIFO and sends
    the link credit back (usable by the sender at t + latency + 1);
 6. credits: ``credit[o] += handshakes of step 3``.
+
+In a Clos, a port that faces another switch has no source queue: in step 2 its receive
+FIFO takes the flits the upstream switch's output stage put on the link ``L2`` cycles
+earlier, and in step 3 its output stage sends with the downstream input's link credits
+(returned by that input's ingress, usable ``L2 + 1`` cycles later). With ``L2 >= 1`` no
+switch reads what another wrote in the same cycle, so the switches' order does not matter.
 """
 
 from __future__ import annotations
@@ -35,13 +44,18 @@ from collections import namedtuple
 import numba
 import numpy as np
 
-__all__ = ["run_chunk", "run_chunk_parallel", "P", "S", "INFO", "pack_info", "Groups",
-           "Traffic", "State", "Log"]
+__all__ = ["run_chunk", "run_chunk_parallel", "run_clos_chunk", "run_clos_chunk_parallel", "P",
+           "S", "INFO", "pack_info", "Groups", "Traffic", "State", "Log", "Net", "ecmp_hash",
+           "SRC_SHIFT", "SRC_MASK"]
 
 # integer parameters, packed in one int64 array (index names)
 P = {name: k for k, name in enumerate((
     "N", "FIFO", "CAP", "ITERS", "OUT_DEPTH", "L", "FRAME", "K", "SQ", "H", "W0", "W1",
-    "LOG", "T0", "C", "USE_READY", "G", "ECRED"))}
+    "LOG", "T0", "C", "USE_READY", "G", "ECRED",
+    # Clos (sim/fabric/clos.py): 16-bit destinations, topology 1, routing (0 deterministic,
+    # 1 ECMP, 2 adaptive), endpoints per leaf, spines, endpoints, switch-to-switch link
+    # latency and credits, switches per batch point
+    "DBITS16", "TOPO", "ROUTING", "EPL", "SPINES", "NE", "L2", "K2", "NSW"))}
 
 # per-port statistics columns (the RTL's o_stats first, then the model's)
 S = {name: k for k, name in enumerate((
@@ -99,17 +113,71 @@ State = namedtuple("State", (
     "lp_valid", "lp_gen", "lp_info", "tcred", "cr_ret", "rx_gen", "rx_info", "rx_head",
     "rx_cnt", "ecred", "ecr_ret",
     "st", "hist", "latmax"))
+#: The wiring of a Clos batch point's switches (leaves first, then spines), per switch
+#: ``s``: ports ``nports[s]``, iSLIP rounds ``iters[s]``, endpoint ports ``nep[s]`` (ports
+#: ``0 .. nep-1``, endpoints ``e0[s] ..``); output ``o >= nep`` feeds input ``peer_p[s, o]`` of switch ``peer_s[s, o]``.
+#: Per state index (``point * switches + s``): ``occ[b, o]`` flits queued in the switch for
+#: output ``o`` (VOQs plus output buffer; adaptive routing), ``hold[b, i]`` the uplink of
+#: the packet passing input ``i``.
+Net = namedtuple("Net", ("nports", "nep", "e0", "iters", "peer_s", "peer_p", "occ", "hold"))
+#: Clos: a flit's source endpoint rides in bits ``SRC_SHIFT ..`` of its 32-bit sequence
+#: number (its source's packet count in the low bits), for ECMP and the checks.
+SRC_SHIFT = 20
+SRC_MASK = 0xFFF
 #: Departure log: cycle, output, source port, flit info word and batch point per entry;
 #: ``n[0]`` counts entries (also beyond the capacity, to detect an overflow).
 Log = namedtuple("Log", ("t", "o", "src", "info", "b", "n"))
 
 
-def _point(b, p, groups, traffic, state, log):
-    """Cycles ``T0 .. T0 + C - 1`` of batch point ``b``."""
-    N = p[0]
+def _route(i, d, info, e0, nep, NE, EPL, SPINES, ROUTING, occ, hold):
+    """Output port of a unicast flit for destination endpoint ``d`` at a Clos switch (-1:
+    no such endpoint). A spine (``nep == 0``) sends down to leaf ``d // EPL`` (its port);
+    a leaf sends a local destination to its port and any other up a spine port
+    ``nep + k``: ``d mod SPINES`` (deterministic), the ECMP hash of (source, ``d``), or
+    (adaptive) the uplink with the fewest flits queued for it in the leaf (VOQs of every
+    input plus its output buffer, ``occ``; ties to the lowest), chosen at the packet's
+    first flit and held in ``hold[i]`` for its other flits."""
+    if d >= NE:
+        return -1
+    if nep == 0:
+        return d // EPL
+    if d >= e0 and d < e0 + nep:
+        return d - e0
+    if ROUTING == 0:
+        return nep + d % SPINES
+    if ROUTING == 1:
+        src = (info >> SRC_SHIFT) & SRC_MASK
+        return nep + ecmp_hash(src, d) % SPINES
+    if (info >> 44) & 1:
+        k = nep
+        for o in range(nep + 1, nep + SPINES):
+            if occ[o] < occ[k]:
+                k = o
+        hold[i] = k
+    return hold[i]
+
+
+def ecmp_hash(src, dest):
+    """ECMP hash of a flow: the splitmix64 finalizer of ``src * 2**32 + dest``."""
+    z = np.uint64(src) * np.uint64(4294967296) + np.uint64(dest)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return np.int64(z >> np.uint64(33))
+
+
+def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, groups, traffic,
+           state, log, matched_in, matched_out, grant, best, bestd, popped, cred_inc, head_dest,
+           head_kind, rb, freeb):
+    """Cycle ``T0 + c`` of one switch, state index ``b``, with ``N`` ports.
+
+    Ports ``0 .. nep-1`` face endpoints (source queue and link of ``[link]``; their
+    traffic and ready columns are ``e0 ..``, of traffic batch row ``tb``); ports ``nep ..
+    N-1`` (Clos only) are switch-to-switch links of latency ``L2`` and ``K2`` credits:
+    output ``o`` feeds input ``peer_p[o]`` of switch ``boff + peer_s[o]``. A single switch
+    is ``tb = b, e0 = 0, nep = N``: every port faces an endpoint. ``ITERS``: iSLIP rounds."""
     FIFO = p[1]
     CAP = p[2]
-    ITERS = p[3]
     OUT_DEPTH = p[4]
     L = p[5]
     FRAME = p[6]
@@ -120,357 +188,472 @@ def _point(b, p, groups, traffic, state, log):
     W1 = p[11]
     LOG = p[12]
     T0 = p[13]
-    C = p[14]
     USE_READY = p[15]
     G = p[16]
+    DMASK = 0xFFFF if p[18] else 0xFF
+    TOPO = p[19]
+    ROUTING = p[20]
+    EPL = p[21]
+    SPINES = p[22]
+    NE = p[23]
+    L2 = p[24]
+    K2 = p[25]
     LP = L + 1           # flit delay line slots
     CR = L + 2           # link credit return ring
     ER = 2 * L + 2       # egress credit return ring
+    LP2 = L2 + 1         # the same for switch-to-switch links
+    CR2 = L2 + 2
     logcap = log.t.shape[0]
 
     W = state.ne.shape[2]
     ONE = np.uint64(1)
     ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
-    if True:
-        # scratch, per batch point (so that points may run in parallel threads)
-        matched_in = np.empty(N, np.int64)
-        matched_out = np.empty(N, np.int64)
-        grant = np.empty(N, np.int64)
-        best = np.empty(N, np.int64)
-        bestd = np.empty(N, np.int64)
-        popped = np.empty(N, np.int64)
-        cred_inc = np.empty(N, np.int64)
-        head_dest = np.empty(N, np.int64)
-        head_kind = np.empty(N, np.int64)
-        rb = np.zeros((N, W), np.uint64)    # FIFO mode: requests of the heads, per output
-        freeb = np.empty(W, np.uint64)      # inputs not matched yet
-        for c in range(C):
-            t = T0 + c
-            in_window = (t >= W0) and (t < W1)
-            framing = FRAME > 0 and (t % FRAME) == FRAME - 1
+    t = T0 + c
+    in_window = (t >= W0) and (t < W1)
+    framing = FRAME > 0 and (t % FRAME) == FRAME - 1
 
-            # ---- 1. traffic --------------------------------------------------------
-            for i in range(N):
-                sz = traffic.gsize[b, c, i]
-                if sz <= 0:
-                    continue
-                d = traffic.gdest[b, c, i]
-                kd = traffic.gkind[b, c, i]
-                copies = 1
-                if kd == 1:
-                    copies = 0
-                    if d < G and groups.gvalid[d]:
-                        for o in range(N):
-                            if groups.members[d, o]:
-                                copies += 1
-                if in_window:
-                    state.st[b, i, 7] += sz
-                    state.st[b, i, 8] += 1
-                    state.st[b, i, 14] += copies
-                if state.sq_cnt[b, i] >= SQ:
-                    state.st[b, i, 10] += 1
-                    state.st[b, i, 11] += sz
-                    continue
-                slot = state.sq_head[b, i] + state.sq_cnt[b, i]
-                if slot >= SQ:
-                    slot -= SQ
-                state.sq_dest[b, i, slot] = d
-                state.sq_size[b, i, slot] = sz
-                state.sq_kind[b, i, slot] = kd
-                state.sq_gen[b, i, slot] = t
-                state.sq_seq[b, i, slot] = state.seq_next[b, i]
-                state.seq_next[b, i] += 1
-                state.sq_cnt[b, i] += 1
+    # ---- 1. traffic --------------------------------------------------------
+    for i in range(nep):
+        sz = traffic.gsize[tb, c, e0 + i]
+        if sz <= 0:
+            continue
+        d = traffic.gdest[tb, c, e0 + i]
+        kd = traffic.gkind[tb, c, e0 + i]
+        copies = 1
+        if kd == 1:
+            copies = 0
+            if d < G and groups.gvalid[d]:
+                for o in range(N):
+                    if groups.members[d, o]:
+                        copies += 1
+        if in_window:
+            state.st[b, i, 7] += sz
+            state.st[b, i, 8] += 1
+            state.st[b, i, 14] += copies
+        if state.sq_cnt[b, i] >= SQ:
+            state.st[b, i, 10] += 1
+            state.st[b, i, 11] += sz
+            continue
+        slot = state.sq_head[b, i] + state.sq_cnt[b, i]
+        if slot >= SQ:
+            slot -= SQ
+        state.sq_dest[b, i, slot] = d
+        state.sq_size[b, i, slot] = sz
+        state.sq_kind[b, i, slot] = kd
+        state.sq_gen[b, i, slot] = t
+        state.sq_seq[b, i, slot] = state.seq_next[b, i]
+        state.seq_next[b, i] += 1
+        state.sq_cnt[b, i] += 1
 
-            # ---- 2. link, sender side ----------------------------------------------
-            r_cr = t % CR
-            s_send = (t + L) % LP
-            s_arr = t % LP
-            r_er = t % ER
-            r_er_ret = (t + 2 * L + 1) % ER
-            r_cr_ret = (t + L + 1) % CR
-            for i in range(N):
-                r = r_cr
-                state.tcred[b, i] += state.cr_ret[b, i, r]
-                state.cr_ret[b, i, r] = 0
-                if state.sq_cnt[b, i] > 0 and state.tcred[b, i] > 0 and not framing:
-                    h = state.sq_head[b, i]
-                    fl = state.sq_flit[b, i]
-                    sz = state.sq_size[b, i, h]
-                    first = 1 if fl == 0 else 0
-                    last = 1 if fl == sz - 1 else 0
-                    info = ((state.sq_seq[b, i, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
-                            | (first << 44) | (last << 45)
-                            | ((state.sq_kind[b, i, h] & 3) << 46)
-                            | ((state.sq_dest[b, i, h] & 0xFF) << 48))
-                    s = s_send
-                    state.lp_valid[b, i, s] = True
-                    state.lp_gen[b, i, s] = state.sq_gen[b, i, h]
-                    state.lp_info[b, i, s] = info
-                    state.tcred[b, i] -= 1
-                    if in_window:
-                        state.st[b, i, 15] += 1
-                    if last == 1:
-                        state.sq_flit[b, i] = 0
-                        state.sq_head[b, i] = h + 1 if h + 1 < SQ else 0
-                        state.sq_cnt[b, i] -= 1
-                    else:
-                        state.sq_flit[b, i] = fl + 1
-                s = s_arr
-                if state.lp_valid[b, i, s]:
-                    state.lp_valid[b, i, s] = False
-                    w = state.rx_head[b, i] + state.rx_cnt[b, i]
-                    if w >= K:
-                        w -= K
-                    state.rx_gen[b, i, w] = state.lp_gen[b, i, s]
-                    state.rx_info[b, i, w] = state.lp_info[b, i, s]
-                    state.rx_cnt[b, i] += 1
+    # ---- 2. link, sender side ----------------------------------------------
+    r_cr = t % CR
+    s_send = (t + L) % LP
+    s_arr = t % LP
+    r_er = t % ER
+    r_er_ret = (t + 2 * L + 1) % ER
+    r_cr_ret = (t + L + 1) % CR
+    r_cr_ret2 = (t + L2 + 1) % CR2
+    for i in range(nep):
+        r = r_cr
+        state.tcred[b, i] += state.cr_ret[b, i, r]
+        state.cr_ret[b, i, r] = 0
+        if state.sq_cnt[b, i] > 0 and state.tcred[b, i] > 0 and not framing:
+            h = state.sq_head[b, i]
+            fl = state.sq_flit[b, i]
+            sz = state.sq_size[b, i, h]
+            first = 1 if fl == 0 else 0
+            last = 1 if fl == sz - 1 else 0
+            info = ((state.sq_seq[b, i, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
+                    | (first << 44) | (last << 45)
+                    | ((state.sq_kind[b, i, h] & 3) << 46)
+                    | ((state.sq_dest[b, i, h] & DMASK) << 48))
+            s = s_send
+            state.lp_valid[b, i, s] = True
+            state.lp_gen[b, i, s] = state.sq_gen[b, i, h]
+            state.lp_info[b, i, s] = info
+            state.tcred[b, i] -= 1
+            if in_window:
+                state.st[b, i, 15] += 1
+            if last == 1:
+                state.sq_flit[b, i] = 0
+                state.sq_head[b, i] = h + 1 if h + 1 < SQ else 0
+                state.sq_cnt[b, i] -= 1
+            else:
+                state.sq_flit[b, i] = fl + 1
+        s = s_arr
+        if state.lp_valid[b, i, s]:
+            state.lp_valid[b, i, s] = False
+            w = state.rx_head[b, i] + state.rx_cnt[b, i]
+            if w >= K:
+                w -= K
+            state.rx_gen[b, i, w] = state.lp_gen[b, i, s]
+            state.rx_info[b, i, w] = state.lp_info[b, i, s]
+            state.rx_cnt[b, i] += 1
+    # network inputs (Clos): flits put on the link by the upstream switch's output stage
+    s_arr2 = t % LP2
+    for i in range(nep, N):
+        s = s_arr2
+        if state.lp_valid[b, i, s]:
+            state.lp_valid[b, i, s] = False
+            w = state.rx_head[b, i] + state.rx_cnt[b, i]
+            if w >= K2:
+                w -= K2
+            state.rx_gen[b, i, w] = state.lp_gen[b, i, s]
+            state.rx_info[b, i, w] = state.lp_info[b, i, s]
+            state.rx_cnt[b, i] += 1
 
-            # ---- 3. output stage ---------------------------------------------------
-            for o in range(N):
-                cred_inc[o] = 0
-                r = r_er
-                state.ecred[b, o] += state.ecr_ret[b, o, r]
-                state.ecr_ret[b, o, r] = 0
-                if state.ob_cnt[b, o] == 0:
-                    continue
-                rdy = state.ecred[b, o] > 0 and not framing
-                if USE_READY and not traffic.ready[b, c, o]:
-                    rdy = False
-                if not rdy:
-                    state.st[b, o, 3] += 1
-                    continue
-                h = state.ob_head[b, o]
-                gen = state.ob_gen[b, o, h]
-                info = state.ob_info[b, o, h]
-                src = state.ob_src[b, o, h]
-                state.ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
-                state.ob_cnt[b, o] -= 1
-                cred_inc[o] = 1
-                state.st[b, o, 1] += 1
-                state.ecred[b, o] -= 1
-                state.ecr_ret[b, o, r_er_ret] += 1
-                td = t + L
-                if td >= W0 and td < W1:
-                    state.st[b, o, 9] += 1
-                if (info >> 45) & 1 and gen >= W0 and gen < W1:
-                    lat = td - gen
-                    state.st[b, o, 12] += lat
-                    state.st[b, o, 13] += 1
-                    state.hist[b, min(lat, H - 1)] += 1
-                    if lat > state.latmax[b]:
-                        state.latmax[b] = lat
-                if LOG:
-                    k = log.n[0]
-                    if k < logcap:
-                        log.t[k] = t
-                        log.o[k] = o
-                        log.src[k] = src
-                        log.info[k] = info
-                        log.b[k] = b
-                    log.n[0] = k + 1
+    # ---- 3. output stage ---------------------------------------------------
+    for o in range(nep):
+        cred_inc[o] = 0
+        r = r_er
+        state.ecred[b, o] += state.ecr_ret[b, o, r]
+        state.ecr_ret[b, o, r] = 0
+        if state.ob_cnt[b, o] == 0:
+            continue
+        rdy = state.ecred[b, o] > 0 and not framing
+        if USE_READY and not traffic.ready[tb, c, e0 + o]:
+            rdy = False
+        if not rdy:
+            state.st[b, o, 3] += 1
+            continue
+        h = state.ob_head[b, o]
+        gen = state.ob_gen[b, o, h]
+        info = state.ob_info[b, o, h]
+        src = state.ob_src[b, o, h]
+        state.ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
+        state.ob_cnt[b, o] -= 1
+        cred_inc[o] = 1
+        state.st[b, o, 1] += 1
+        state.ecred[b, o] -= 1
+        state.ecr_ret[b, o, r_er_ret] += 1
+        if TOPO:
+            occ[o] -= 1
+        td = t + L
+        if td >= W0 and td < W1:
+            state.st[b, o, 9] += 1
+        if (info >> 45) & 1 and gen >= W0 and gen < W1:
+            lat = td - gen
+            state.st[b, o, 12] += lat
+            state.st[b, o, 13] += 1
+            state.hist[b, min(lat, H - 1)] += 1
+            if lat > state.latmax[b]:
+                state.latmax[b] = lat
+        if LOG:
+            k = log.n[0]
+            if k < logcap:
+                log.t[k] = t
+                log.o[k] = o
+                log.src[k] = src
+                log.info[k] = info
+                log.b[k] = b
+            log.n[0] = k + 1
+    # network outputs (Clos): the downstream input's link credits; the flit onto its delay line
+    r_cr2 = t % CR2
+    s_send2 = (t + L2) % LP2
+    for o in range(nep, N):
+        cred_inc[o] = 0
+        pb = boff + peer_s[o]
+        pp = peer_p[o]
+        state.tcred[pb, pp] += state.cr_ret[pb, pp, r_cr2]
+        state.cr_ret[pb, pp, r_cr2] = 0
+        if state.ob_cnt[b, o] == 0:
+            continue
+        if state.tcred[pb, pp] <= 0 or framing:
+            state.st[b, o, 3] += 1
+            continue
+        h = state.ob_head[b, o]
+        gen = state.ob_gen[b, o, h]
+        info = state.ob_info[b, o, h]
+        src = state.ob_src[b, o, h]
+        state.ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
+        state.ob_cnt[b, o] -= 1
+        cred_inc[o] = 1
+        state.st[b, o, 1] += 1
+        occ[o] -= 1
+        state.tcred[pb, pp] -= 1
+        state.lp_valid[pb, pp, s_send2] = True
+        state.lp_gen[pb, pp, s_send2] = gen
+        state.lp_info[pb, pp, s_send2] = info
+        if LOG:
+            k = log.n[0]
+            if k < logcap:
+                log.t[k] = t
+                log.o[k] = o
+                log.src[k] = src
+                log.info[k] = info
+                log.b[k] = b
+            log.n[0] = k + 1
 
-            # ---- 4. allocator --------------------------------------------------------
-            for i in range(N):
-                matched_in[i] = -1
-                popped[i] = -1
-            for o in range(N):
-                matched_out[o] = -1
+    # ---- 4. allocator --------------------------------------------------------
+    for i in range(N):
+        matched_in[i] = -1
+        popped[i] = -1
+    for o in range(N):
+        matched_out[o] = -1
+    for w in range(W):
+        freeb[w] = ALL
+    if FIFO:
+        for o in range(N):
             for w in range(W):
-                freeb[w] = ALL
-            if FIFO:
-                for o in range(N):
-                    for w in range(W):
-                        rb[o, w] = 0
-                for i in range(N):
-                    head_dest[i] = -1
-                    if state.q_cnt[b, i, 0] > 0:
-                        info = state.q_info[b, i, 0, state.q_head[b, i, 0]]
-                        head_kind[i] = (info >> 46) & 3
-                        head_dest[i] = (info >> 48) & 0xFF
-                        bit = ONE << np.uint64(i & 63)
-                        if head_kind[i] == 0:
-                            rb[head_dest[i], i >> 6] |= bit
-                        else:
-                            for o in range(N):
-                                if groups.members[head_dest[i], o] and not state.hdone[b, i, o]:
-                                    rb[o, i >> 6] |= bit
-            for rnd in range(ITERS):
-                any_grant = False
-                for o in range(N):
-                    grant[o] = -1
-                    if matched_out[o] >= 0 or state.credit[b, o] <= 0:
-                        continue
-                    lk = state.lock[b, o]
-                    if lk >= 0:
-                        word = rb[o, lk >> 6] if FIFO else state.ne[b, o, lk >> 6]
-                        if (word >> np.uint64(lk & 63)) & ONE and matched_in[lk] < 0:
-                            grant[o] = lk
-                            any_grant = True
-                        continue
-                    g0 = state.gptr[b, o]
-                    w0 = g0 >> 6
-                    sel = -1
-                    for k in range(W + 1):
-                        w = w0 + k
-                        if w >= W:
-                            w -= W
-                        x = (rb[o, w] if FIFO else state.ne[b, o, w]) & freeb[w]
-                        if k == 0:
-                            x &= ALL << np.uint64(g0 & 63)
-                        if x != 0:
-                            low = x & (~x + ONE)
-                            sel = w * 64 + _DB_TABLE[(low * _DB) >> np.uint64(58)]
-                            break
-                    if sel >= 0:
-                        grant[o] = sel
-                        any_grant = True
-                if not any_grant:
+                rb[o, w] = 0
+        for i in range(N):
+            head_dest[i] = -1
+            if state.q_cnt[b, i, 0] > 0:
+                info = state.q_info[b, i, 0, state.q_head[b, i, 0]]
+                head_kind[i] = (info >> 46) & 3
+                head_dest[i] = (info >> 48) & 0xFF
+                bit = ONE << np.uint64(i & 63)
+                if head_kind[i] == 0:
+                    rb[head_dest[i], i >> 6] |= bit
+                else:
+                    for o in range(N):
+                        if groups.members[head_dest[i], o] and not state.hdone[b, i, o]:
+                            rb[o, i >> 6] |= bit
+    for rnd in range(ITERS):
+        any_grant = False
+        for o in range(N):
+            grant[o] = -1
+            if matched_out[o] >= 0 or state.credit[b, o] <= 0:
+                continue
+            lk = state.lock[b, o]
+            if lk >= 0:
+                word = rb[o, lk >> 6] if FIFO else state.ne[b, o, lk >> 6]
+                if (word >> np.uint64(lk & 63)) & ONE and matched_in[lk] < 0:
+                    grant[o] = lk
+                    any_grant = True
+                continue
+            g0 = state.gptr[b, o]
+            w0 = g0 >> 6
+            sel = -1
+            for k in range(W + 1):
+                w = w0 + k
+                if w >= W:
+                    w -= W
+                x = (rb[o, w] if FIFO else state.ne[b, o, w]) & freeb[w]
+                if k == 0:
+                    x &= ALL << np.uint64(g0 & 63)
+                if x != 0:
+                    low = x & (~x + ONE)
+                    sel = w * 64 + _DB_TABLE[(low * _DB) >> np.uint64(58)]
                     break
-                for i in range(N):
-                    best[i] = -1
-                    bestd[i] = N
-                for o in range(N):
-                    i = grant[o]
-                    if i >= 0:
-                        d = o - state.aptr[b, i]
-                        if d < 0:
-                            d += N
-                        if d < bestd[i]:
-                            bestd[i] = d
-                            best[i] = o
-                for i in range(N):
-                    o = best[i]
-                    if o >= 0:
-                        matched_in[i] = o
-                        matched_out[o] = i
-                        freeb[i >> 6] &= ~(ONE << np.uint64(i & 63))
-                        if rnd == 0:
-                            state.aptr[b, i] = o + 1 if o + 1 < N else 0
-                            state.gptr[b, o] = i + 1 if i + 1 < N else 0
-            # transfers
-            for i in range(N):
-                o = matched_in[i]
-                if o < 0:
-                    continue
-                q = 0 if FIFO else o
-                h = state.q_head[b, i, q]
-                gen = state.q_gen[b, i, q, h]
-                info = state.q_info[b, i, q, h]
-                w = state.ob_head[b, o] + state.ob_cnt[b, o]
-                if w >= OUT_DEPTH:
-                    w -= OUT_DEPTH
-                state.ob_gen[b, o, w] = gen
-                state.ob_info[b, o, w] = info
-                state.ob_src[b, o, w] = i
-                state.ob_cnt[b, o] += 1
-                state.credit[b, o] -= 1
-                if ((info >> 46) & 3) == 0:
-                    state.lock[b, o] = -1 if (info >> 45) & 1 else i
-                pop = True
-                if FIFO:
-                    hd = head_dest[i]
-                    if head_kind[i] != 0:
-                        state.hdone[b, i, o] = True
-                        for o2 in range(N):
-                            if groups.members[hd, o2] and not state.hdone[b, i, o2]:
-                                pop = False
-                                break
-                        if pop:
-                            for o2 in range(N):
-                                state.hdone[b, i, o2] = False
+            if sel >= 0:
+                grant[o] = sel
+                any_grant = True
+        if not any_grant:
+            break
+        for i in range(N):
+            best[i] = -1
+            bestd[i] = N
+        for o in range(N):
+            i = grant[o]
+            if i >= 0:
+                d = o - state.aptr[b, i]
+                if d < 0:
+                    d += N
+                if d < bestd[i]:
+                    bestd[i] = d
+                    best[i] = o
+        for i in range(N):
+            o = best[i]
+            if o >= 0:
+                matched_in[i] = o
+                matched_out[o] = i
+                freeb[i >> 6] &= ~(ONE << np.uint64(i & 63))
+                if rnd == 0:
+                    state.aptr[b, i] = o + 1 if o + 1 < N else 0
+                    state.gptr[b, o] = i + 1 if i + 1 < N else 0
+    # transfers
+    for i in range(N):
+        o = matched_in[i]
+        if o < 0:
+            continue
+        q = 0 if FIFO else o
+        h = state.q_head[b, i, q]
+        gen = state.q_gen[b, i, q, h]
+        info = state.q_info[b, i, q, h]
+        w = state.ob_head[b, o] + state.ob_cnt[b, o]
+        if w >= OUT_DEPTH:
+            w -= OUT_DEPTH
+        state.ob_gen[b, o, w] = gen
+        state.ob_info[b, o, w] = info
+        state.ob_src[b, o, w] = i
+        state.ob_cnt[b, o] += 1
+        state.credit[b, o] -= 1
+        if ((info >> 46) & 3) == 0:
+            state.lock[b, o] = -1 if (info >> 45) & 1 else i
+        pop = True
+        if FIFO:
+            hd = head_dest[i]
+            if head_kind[i] != 0:
+                state.hdone[b, i, o] = True
+                for o2 in range(N):
+                    if groups.members[hd, o2] and not state.hdone[b, i, o2]:
+                        pop = False
+                        break
                 if pop:
-                    state.q_head[b, i, q] = h + 1 if h + 1 < CAP else 0
-                    state.q_cnt[b, i, q] -= 1
-                    popped[i] = q
-                    if not FIFO and state.q_cnt[b, i, q] == 0:
-                        state.ne[b, o, i >> 6] &= ~(ONE << np.uint64(i & 63))
+                    for o2 in range(N):
+                        state.hdone[b, i, o2] = False
+        if pop:
+            state.q_head[b, i, q] = h + 1 if h + 1 < CAP else 0
+            state.q_cnt[b, i, q] -= 1
+            popped[i] = q
+            if not FIFO and state.q_cnt[b, i, q] == 0:
+                state.ne[b, o, i >> 6] &= ~(ONE << np.uint64(i & 63))
 
-            # ---- 5. ingress ------------------------------------------------------------
-            for i in range(N):
-                if state.rx_cnt[b, i] == 0:
-                    continue
-                h = state.rx_head[b, i]
-                info = state.rx_info[b, i, h]
-                kd = (info >> 46) & 3
-                d = (info >> 48) & 0xFF
-                rdy = False
-                if kd == 0:
-                    if d >= N:
-                        state.st[b, i, 4] += 1
-                        rdy = True
-                        drop = True
-                    else:
+    # ---- 5. ingress ------------------------------------------------------------
+    for i in range(N):
+        if state.rx_cnt[b, i] == 0:
+            continue
+        h = state.rx_head[b, i]
+        info = state.rx_info[b, i, h]
+        kd = (info >> 46) & 3
+        d = (info >> 48) & DMASK
+        rdy = False
+        tgt = d
+        if kd == 0:
+            if TOPO:
+                tgt = _route(i, d, info, e0, nep, NE, EPL, SPINES, ROUTING, occ, hold)
+                bad = tgt < 0
+            else:
+                bad = d >= N
+            if bad:
+                state.st[b, i, 4] += 1
+                rdy = True
+                drop = True
+            else:
+                drop = False
+        elif kd == 1:
+            drop = True
+            if d < G and groups.gvalid[d]:
+                for o in range(N):
+                    if groups.members[d, o]:
                         drop = False
-                elif kd == 1:
-                    drop = True
-                    if d < G and groups.gvalid[d]:
-                        for o in range(N):
-                            if groups.members[d, o]:
-                                drop = False
-                                break
-                    if drop:
-                        state.st[b, i, 5] += 1
-                        rdy = True
-                else:
-                    state.st[b, i, 6] += 1
+                        break
+            if drop:
+                state.st[b, i, 5] += 1
+                rdy = True
+        else:
+            state.st[b, i, 6] += 1
+            rdy = True
+            drop = True
+        if not drop:
+            if FIFO:
+                cnt0 = state.q_cnt[b, i, 0] + (1 if popped[i] == 0 else 0)
+                if cnt0 < CAP:
+                    w = state.q_head[b, i, 0] + state.q_cnt[b, i, 0]
+                    if w >= CAP:
+                        w -= CAP
+                    state.q_gen[b, i, 0, w] = state.rx_gen[b, i, h]
+                    state.q_info[b, i, 0, w] = info
+                    state.q_cnt[b, i, 0] += 1
                     rdy = True
-                    drop = True
-                if not drop:
-                    if FIFO:
-                        cnt0 = state.q_cnt[b, i, 0] + (1 if popped[i] == 0 else 0)
-                        if cnt0 < CAP:
-                            w = state.q_head[b, i, 0] + state.q_cnt[b, i, 0]
-                            if w >= CAP:
-                                w -= CAP
-                            state.q_gen[b, i, 0, w] = state.rx_gen[b, i, h]
-                            state.q_info[b, i, 0, w] = info
-                            state.q_cnt[b, i, 0] += 1
-                            rdy = True
-                    else:
-                        if kd == 0:
-                            target = d
-                            lastcopy = True
-                        else:
-                            target = -1
-                            lastcopy = True
-                            for o in range(N):
-                                if groups.members[d, o] and not state.done[b, i, o]:
-                                    if target < 0:
-                                        target = o
-                                    else:
-                                        lastcopy = False
-                                        break
-                        cnt0 = state.q_cnt[b, i, target] + (1 if popped[i] == target else 0)
-                        if cnt0 < CAP:
-                            w = state.q_head[b, i, target] + state.q_cnt[b, i, target]
-                            if w >= CAP:
-                                w -= CAP
-                            state.q_gen[b, i, target, w] = state.rx_gen[b, i, h]
-                            state.q_info[b, i, target, w] = info
-                            if state.q_cnt[b, i, target] == 0:
-                                state.ne[b, target, i >> 6] |= ONE << np.uint64(i & 63)
-                            state.q_cnt[b, i, target] += 1
-                            if lastcopy:
-                                rdy = True
-                                if kd != 0:
-                                    for o in range(N):
-                                        state.done[b, i, o] = False
-                            else:
-                                state.done[b, i, target] = True
-                    if rdy:
-                        state.st[b, i, 0] += 1
-                if rdy:
-                    state.rx_head[b, i] = h + 1 if h + 1 < K else 0
-                    state.rx_cnt[b, i] -= 1
-                    state.cr_ret[b, i, r_cr_ret] += 1
+            else:
+                if kd == 0:
+                    target = tgt
+                    lastcopy = True
                 else:
-                    state.st[b, i, 2] += 1
+                    target = -1
+                    lastcopy = True
+                    for o in range(N):
+                        if groups.members[d, o] and not state.done[b, i, o]:
+                            if target < 0:
+                                target = o
+                            else:
+                                lastcopy = False
+                                break
+                cnt0 = state.q_cnt[b, i, target] + (1 if popped[i] == target else 0)
+                if cnt0 < CAP:
+                    w = state.q_head[b, i, target] + state.q_cnt[b, i, target]
+                    if w >= CAP:
+                        w -= CAP
+                    state.q_gen[b, i, target, w] = state.rx_gen[b, i, h]
+                    state.q_info[b, i, target, w] = info
+                    if state.q_cnt[b, i, target] == 0:
+                        state.ne[b, target, i >> 6] |= ONE << np.uint64(i & 63)
+                    state.q_cnt[b, i, target] += 1
+                    if TOPO:
+                        occ[target] += 1
+                    if lastcopy:
+                        rdy = True
+                        if kd != 0:
+                            for o in range(N):
+                                state.done[b, i, o] = False
+                    else:
+                        state.done[b, i, target] = True
+            if rdy:
+                state.st[b, i, 0] += 1
+        if rdy:
+            if i < nep:
+                state.rx_head[b, i] = h + 1 if h + 1 < K else 0
+                state.cr_ret[b, i, r_cr_ret] += 1
+            else:
+                state.rx_head[b, i] = h + 1 if h + 1 < K2 else 0
+                state.cr_ret[b, i, r_cr_ret2] += 1
+            state.rx_cnt[b, i] -= 1
+        else:
+            state.st[b, i, 2] += 1
 
-            # ---- 6. credits ------------------------------------------------------------
-            for o in range(N):
-                state.credit[b, o] += cred_inc[o]
+    # ---- 6. credits ------------------------------------------------------------
+    for o in range(N):
+        state.credit[b, o] += cred_inc[o]
+    return 0
+
+
+def _point(b, p, groups, traffic, state, log):
+    """Cycles ``T0 .. T0 + C - 1`` of batch point ``b`` (one switch, every port an
+    endpoint)."""
+    N = p[0]
+    C = p[14]
+    W = state.ne.shape[2]
+    # scratch, per batch point (so that points may run in parallel threads)
+    matched_in = np.empty(N, np.int64)
+    matched_out = np.empty(N, np.int64)
+    grant = np.empty(N, np.int64)
+    best = np.empty(N, np.int64)
+    bestd = np.empty(N, np.int64)
+    popped = np.empty(N, np.int64)
+    cred_inc = np.empty(N, np.int64)
+    head_dest = np.empty(N, np.int64)
+    head_kind = np.empty(N, np.int64)
+    rb = np.zeros((N, W), np.uint64)    # FIFO mode: requests of the heads, per output
+    freeb = np.empty(W, np.uint64)      # inputs not matched yet
+    nonet = np.zeros(1, np.int64)       # no switch-to-switch ports
+    for c in range(C):
+        _cycle(b, b, 0, N, N, p[3], 0, nonet, nonet, nonet, nonet, c, p, groups, traffic,
+               state, log, matched_in, matched_out, grant, best, bestd, popped, cred_inc,
+               head_dest, head_kind, rb, freeb)
+    return 0
+
+
+def _clos_point(pt, p, groups, traffic, state, log, net):
+    """Cycles ``T0 .. T0 + C - 1`` of Clos batch point ``pt``: its ``NSW`` switches (state
+    indices ``pt * NSW + s``) one after the other in every cycle. Switch-to-switch links
+    have a latency of at least one cycle, so a switch reads nothing another switch wrote
+    in the same cycle and the order of the switches does not matter."""
+    C = p[14]
+    NSW = p[26]
+    NMAX = state.credit.shape[1]
+    W = state.ne.shape[2]
+    matched_in = np.empty(NMAX, np.int64)
+    matched_out = np.empty(NMAX, np.int64)
+    grant = np.empty(NMAX, np.int64)
+    best = np.empty(NMAX, np.int64)
+    bestd = np.empty(NMAX, np.int64)
+    popped = np.empty(NMAX, np.int64)
+    cred_inc = np.empty(NMAX, np.int64)
+    head_dest = np.empty(NMAX, np.int64)
+    head_kind = np.empty(NMAX, np.int64)
+    rb = np.zeros((NMAX, W), np.uint64)
+    freeb = np.empty(W, np.uint64)
+    boff = pt * NSW
+    for c in range(C):
+        for s in range(NSW):
+            b = boff + s
+            _cycle(b, pt, net.e0[s], net.nep[s], net.nports[s], net.iters[s], boff,
+                   net.peer_s[s], net.peer_p[s], net.occ[b], net.hold[b], c, p, groups,
+                   traffic, state, log, matched_in, matched_out, grant, best, bestd, popped,
+                   cred_inc, head_dest, head_kind, rb, freeb)
     return 0
 
 
@@ -489,8 +672,24 @@ def _kernel_threads(p, groups, traffic, state, log):
     return 0
 
 
+def _clos_kernel(p, groups, traffic, state, log, net):
+    for pt in range(traffic.gdest.shape[0]):
+        _clos_point(pt, p, groups, traffic, state, log, net)
+    return 0
+
+
+def _clos_kernel_threads(p, groups, traffic, state, log, net):
+    for pt in numba.prange(traffic.gdest.shape[0]):
+        _clos_point(pt, p, groups, traffic, state, log, net)
+    return 0
+
+
 _jit = dict(cache=True, nogil=True, error_model="numpy")
+ecmp_hash = numba.njit(**_jit)(ecmp_hash)
+_route = numba.njit(**_jit)(_route)
+_cycle = numba.njit(**_jit)(_cycle)
 _point = numba.njit(**_jit)(_point)
+_clos_point = numba.njit(**_jit)(_clos_point)
 #: ``run_chunk(p, groups, traffic, state, log)``: advance ``p[P["C"]]`` cycles.
 run_chunk = numba.njit(**_jit)(_kernel)
 _threads = None
@@ -502,3 +701,17 @@ def run_chunk_parallel(p, groups, traffic, state, log):
     if _threads is None:
         _threads = numba.njit(parallel=True, **_jit)(_kernel_threads)
     return _threads(p, groups, traffic, state, log)
+
+
+#: ``run_clos_chunk(p, groups, traffic, state, log, net)``: advance every Clos batch point
+#: ``p[P["C"]]`` cycles (traffic rows are batch points, columns endpoints).
+run_clos_chunk = numba.njit(**_jit)(_clos_kernel)
+_clos_threads = None
+
+
+def run_clos_chunk_parallel(p, groups, traffic, state, log, net):
+    """:func:`run_clos_chunk` with the batch points on threads (compiled on first use)."""
+    global _clos_threads
+    if _clos_threads is None:
+        _clos_threads = numba.njit(parallel=True, **_jit)(_clos_kernel_threads)
+    return _clos_threads(p, groups, traffic, state, log, net)

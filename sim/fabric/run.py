@@ -51,6 +51,9 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False,
     under the pattern's law (:func:`~fusionfabric.sim.fabric.traffic.output_bound`;
     ``None`` for a trace).
     """
+    if cfg.topology.kind == "clos":          # a two-tier Clos of these switches
+        from .clos import run_clos_sweep
+        return run_clos_sweep(cfg, progress=progress, log=log, points=points)
     sw, run, tr = cfg.switch, cfg.run, cfg.traffic
     n = sw.n_ports
     loads = parse_loads(run.loads) if tr.pattern != "trace" else [1.0]

@@ -1,0 +1,346 @@
+"""Two-tier Clos (leaf-spine) scale-up domains in the cycle model.
+
+Every switch of the Clos is the cycle kernel's switch (sim/fabric/kernel.py, ``_cycle``:
+the same rules, called once per switch per cycle), with the ``[switch]`` parameters. Leaf
+``l`` has endpoint ports ``0 .. E-1`` (endpoints ``l*E ..``, each on a ``[link]``) and
+uplink ports ``E .. E+S-1``: uplink ``E+k`` is a link of ``topology.link_latency`` cycles
+and ``topology.link_credits`` credits to input ``l`` of spine ``k``, whose output ``l``
+comes back to leaf input ``E+k`` the same way. Routing (``topology.routing``) chooses the
+uplink of a packet leaving its leaf; spines and destination leaves have one path.
+
+:class:`ClosFabric` holds ``batch`` independent Clos domains (one per sweep point), the
+state of every switch as a batch row of the kernel's :class:`~.kernel.State` (row
+``point * switches + s``; leaves first, then spines). :func:`run_clos_sweep` is
+:func:`~.run.run_sweep` for a Clos: same traffic streams, windows and statistics, over
+the endpoints instead of one switch's ports.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from types import SimpleNamespace
+
+import numpy as np
+
+from . import kernel as _k
+from .config import (Config, LinkParams, SwitchParams, TopologyParams, check_clos,
+                     max_iterations, parse_loads, ROUTINGS)
+from .engine import Departures
+
+__all__ = ["ClosFabric", "run_clos_sweep", "ecmp_uplink"]
+
+#: Cycles per kernel call (as sim/fabric/run.py).
+CHUNK = 2048
+
+
+def ecmp_uplink(src: int, dest: int, spines: int) -> int:
+    """Spine index of flow (``src``, ``dest``) under ECMP (the kernel's hash)."""
+    return int(_k.ecmp_hash(src, dest)) % spines
+
+
+class ClosFabric:
+    """``batch`` independent two-tier Clos domains of identical switches.
+
+    Parameters as :class:`~.engine.Fabric`, plus ``topo`` (:class:`TopologyParams`).
+    ``switch.n_ports`` is not used: a leaf has ``endpoints_per_leaf + spines`` ports, a
+    spine one port per leaf; each switch runs ``min(iterations, ceil(log2 ports))`` iSLIP
+    rounds (``iterations`` 0: 3).
+    """
+
+    HIST = 1 << 16
+
+    def __init__(self, switch: SwitchParams, link: LinkParams | None, topo: TopologyParams,
+                 batch: int = 1, *, window: tuple[int, int] = (0, 1 << 62),
+                 src_queue: int = 4096, log: bool = False, log_capacity: int = 1 << 20,
+                 parallel: bool = True):
+        check_clos(topo, switch)
+        link = link or LinkParams()
+        self.switch, self.link, self.topo = switch, link, topo
+        self.parallel = parallel
+        E, SP = topo.endpoints_per_leaf, topo.spines
+        LV = topo.leaves
+        self.leaves, self.spines, self.epl = LV, SP, E
+        self.n = self.endpoints = LV * E
+        self.nsw = S = LV + SP
+        self.batch = B = int(batch)
+        nports = np.array([E + SP] * LV + [LV] * SP, np.int64)
+        N = int(nports.max())
+        iters = switch.iterations or 3
+        self.iters = np.array([min(iters, max_iterations(int(x))) for x in nports], np.int64)
+        self.iterations = iters
+        nep = np.array([E] * LV + [0] * SP, np.int64)
+        e0 = np.array([l * E for l in range(LV)] + [0] * SP, np.int64)
+        peer_s = np.full((S, N), -1, np.int64)
+        peer_p = np.full((S, N), -1, np.int64)
+        for l in range(LV):
+            for k in range(SP):
+                peer_s[l, E + k], peer_p[l, E + k] = LV + k, l      # leaf uplink -> spine
+                peer_s[LV + k, l], peer_p[LV + k, l] = l, E + k     # spine down -> leaf
+        self.nports, self.nep, self.e0 = nports, nep, e0
+        self.net = _k.Net(nports, nep, e0, self.iters, peer_s, peer_p,
+                          np.zeros((B * S, N), np.int64), np.zeros((B * S, N), np.int64))
+        L = link.latency
+        K = link.credits or 2 * L + 1
+        L2 = topo.link_latency
+        K2 = topo.link_credits or 2 * L2 + 1
+        LM, KM = max(L, L2), max(K, K2)
+        cap = switch.depth
+        G = 1
+        self.groups = _k.Groups(np.zeros((G, N), np.bool_), np.zeros(G, np.bool_))
+        self.p = np.zeros(len(_k.P), dtype=np.int64)
+        pv = dict(N=N, FIFO=0, CAP=cap, ITERS=iters, OUT_DEPTH=switch.out_depth, L=L,
+                  FRAME=link.frame_period, K=K, SQ=src_queue, H=self.HIST, W0=window[0],
+                  W1=window[1], LOG=int(log), T0=0, C=0, USE_READY=0, G=G, DBITS16=1,
+                  TOPO=1, ROUTING=ROUTINGS.index(topo.routing), EPL=E, SPINES=SP,
+                  NE=self.endpoints, L2=L2, K2=K2, NSW=S)
+        for k, v in pv.items():
+            self.p[_k.P[k]] = v
+        z = np.zeros
+        i64 = np.int64
+        BS = B * S
+        od = switch.out_depth
+        tcred = np.full((BS, N), K, i64)
+        for b in range(BS):
+            if b % S >= LV:
+                tcred[b, :] = K2                      # spine inputs: from leaf uplinks
+            else:
+                tcred[b, E:] = K2                     # leaf inputs from spines
+        seq_next = z((BS, N), i64)
+        for pt in range(B):
+            for l in range(LV):
+                seq_next[pt * S + l, :E] = (l * E + np.arange(E)) << _k.SRC_SHIFT
+        self.state = _k.State(
+            q_gen=z((BS, N, N, cap), i64), q_info=z((BS, N, N, cap), i64),
+            q_head=z((BS, N, N), i64), q_cnt=z((BS, N, N), i64),
+            ne=z((BS, N, (N + 63) // 64), np.uint64),
+            done=z((BS, N, N), np.bool_), hdone=z((BS, N, N), np.bool_),
+            ob_gen=z((BS, N, od), i64), ob_info=z((BS, N, od), i64),
+            ob_src=z((BS, N, od), i64), ob_head=z((BS, N), i64), ob_cnt=z((BS, N), i64),
+            credit=np.full((BS, N), od, i64), lock=np.full((BS, N), -1, i64),
+            gptr=z((BS, N), i64), aptr=z((BS, N), i64),
+            sq_dest=z((BS, N, src_queue), i64), sq_size=z((BS, N, src_queue), i64),
+            sq_kind=z((BS, N, src_queue), i64), sq_gen=z((BS, N, src_queue), i64),
+            sq_seq=z((BS, N, src_queue), i64), sq_head=z((BS, N), i64),
+            sq_cnt=z((BS, N), i64), sq_flit=z((BS, N), i64), seq_next=seq_next,
+            lp_valid=z((BS, N, LM + 1), np.bool_), lp_gen=z((BS, N, LM + 1), i64),
+            lp_info=z((BS, N, LM + 1), i64), tcred=tcred, cr_ret=z((BS, N, LM + 2), i64),
+            rx_gen=z((BS, N, KM), i64), rx_info=z((BS, N, KM), i64), rx_head=z((BS, N), i64),
+            rx_cnt=z((BS, N), i64),
+            ecred=np.full((BS, N), K, i64), ecr_ret=z((BS, N, 2 * L + 2), i64),
+            st=z((BS, N, _k.NSTAT), i64), hist=z((BS, self.HIST), i64), latmax=z(BS, i64),
+        )
+        self.s = self.state._asdict()
+        self.log_capacity = log_capacity if log else 1
+        self.departure_log = _k.Log(*(z(self.log_capacity, i64) for _ in range(5)), z(1, i64))
+        self.log = self.departure_log._asdict()
+        self.t = 0
+
+    # -- running ---------------------------------------------------------------------------
+    def step(self, gdest, gsize, ready=None) -> None:
+        """Advance ``C`` cycles; arrays ``(batch, C, endpoints)``: packets created per
+        (point, cycle, source endpoint) to destination endpoints (size 0: none), unicast;
+        ``ready``: optional endpoint-side ready pattern (default always ready)."""
+        gdest = np.ascontiguousarray(gdest, dtype=np.int64)
+        gsize = np.ascontiguousarray(gsize, dtype=np.int64)
+        B, C, n = gdest.shape
+        if (B, n) != (self.batch, self.endpoints) or gsize.shape != gdest.shape:
+            raise ValueError(f"traffic chunk shape {gdest.shape} does not match batch "
+                             f"{self.batch} x cycles x {self.endpoints} endpoints")
+        gkind = np.zeros_like(gdest)
+        if ready is None:
+            ready_arr, use_ready = np.ones((1, 1, 1), dtype=np.bool_), 0
+        else:
+            ready_arr, use_ready = np.ascontiguousarray(ready, dtype=np.bool_), 1
+            if ready_arr.shape != gdest.shape:
+                raise ValueError(f"ready shape {ready_arr.shape} != {gdest.shape}")
+        self.p[_k.P["T0"]] = self.t
+        self.p[_k.P["C"]] = C
+        self.p[_k.P["USE_READY"]] = use_ready
+        args = (self.p, self.groups, _k.Traffic(gdest, gsize, gkind, ready_arr), self.state,
+                self.departure_log, self.net)
+        if self.parallel and B >= 2 and not self.p[_k.P["LOG"]]:
+            _k.run_clos_chunk_parallel(*args)
+        else:
+            _k.run_clos_chunk(*args)
+        self.t += C
+        if self.log["n"][0] > self.log_capacity and self.p[_k.P["LOG"]]:
+            raise RuntimeError(f"departure log overflow: {int(self.log['n'][0])} > "
+                               f"capacity {self.log_capacity}")
+
+    def set_window(self, w0: int, w1: int) -> None:
+        self.p[_k.P["W0"]] = w0
+        self.p[_k.P["W1"]] = w1
+
+    # -- results ---------------------------------------------------------------------------
+    def departures(self) -> Departures:
+        """Every output handshake of every switch; ``batch`` is the state row
+        (``point * switches + switch``), ``out`` the switch's port."""
+        n = min(int(self.log["n"][0]), self.log_capacity)
+        lg = self.log
+        order = np.lexsort((lg["o"][:n], lg["b"][:n], lg["t"][:n]))
+        return Departures(lg["t"][:n][order], lg["o"][:n][order], lg["src"][:n][order],
+                          lg["info"][:n][order], lg["b"][:n][order])
+
+    def endpoint_view(self):
+        """The statistics over endpoints, shaped as a single switch's
+        (``n``, ``s["st"]`` ``(batch, endpoints, columns)``, ``hist``, ``latmax``), for
+        :func:`~.stats.point_stats`."""
+        B, S, LV, E = self.batch, self.nsw, self.leaves, self.epl
+        st = self.s["st"].reshape(B, S, -1, _k.NSTAT)[:, :LV, :E]
+        hist = self.s["hist"].reshape(B, S, -1)[:, :LV].sum(1)
+        latmax = self.s["latmax"].reshape(B, S)[:, :LV].max(1)
+        return SimpleNamespace(n=self.endpoints, s={
+            "st": st.reshape(B, LV * E, _k.NSTAT), "hist": hist, "latmax": latmax})
+
+    def stat(self, name: str) -> np.ndarray:
+        """One per-endpoint statistics column, shape ``(batch, endpoints)``."""
+        return self.endpoint_view().s["st"][:, :, _k.S[name]].copy()
+
+    def in_flight(self) -> np.ndarray:
+        """Flits inside the fabric (every switch and link) per batch point."""
+        s, B = self.s, self.batch
+        per = (s["q_cnt"].sum(axis=(1, 2)) + s["ob_cnt"].sum(axis=1)
+               + s["rx_cnt"].sum(axis=1) + s["lp_valid"].sum(axis=(1, 2)))
+        return per.reshape(B, self.nsw).sum(1)
+
+    def backlog(self) -> np.ndarray:
+        return self.s["sq_cnt"].reshape(self.batch, -1).sum(1)
+
+    def credits_ok(self) -> bool:
+        s = self.s
+        return bool(np.all(s["credit"] + s["ob_cnt"] == self.switch.out_depth))
+
+    def uplink_flits(self) -> np.ndarray:
+        """Flits sent on each leaf uplink, ``(batch, leaves, spines)``."""
+        B, S, LV, E = self.batch, self.nsw, self.leaves, self.epl
+        out = self.s["st"][:, :, _k.S["flits_out"]].reshape(B, S, -1)
+        return out[:, :LV, E:E + self.spines].copy()
+
+
+def _progress(total, enabled):
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        return None
+    from tqdm import tqdm
+    return tqdm(total=total, unit="cyc", file=sys.stderr, leave=False)
+
+
+def run_clos_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False,
+                   points: list[tuple[float, int]] | None = None) -> dict:
+    """:func:`~.run.run_sweep` for ``topology.kind = "clos"`` (which calls it): every (load,
+    seed index) point is one Clos domain of the batch, with the same per-point traffic
+    stream (``point_rng``) over the endpoints, statistics over the endpoints taken at the
+    point's own end of run; ``points`` as for run_sweep. The result adds ``topology``,
+    ``endpoints``, ``port_cycles_per_second`` (switch ports x cycles) and, per point,
+    ``uplink_flits`` (min / max / mean flits sent on a leaf uplink)."""
+    from .stats import point_stats, sweep_summary
+    from .traffic import (load_trace, make_generator, output_bound, point_rng,
+                          resolve_placement_seed)
+
+    sw, run, tr, topo = cfg.switch, cfg.run, cfg.traffic, cfg.topology
+    check_clos(topo, sw)
+    n = topo.endpoints
+    loads = parse_loads(run.loads) if tr.pattern != "trace" else [1.0]
+    points = ([(load, k) for k in range(run.seeds) for load in loads] if points is None
+              else [(float(load), int(k)) for load, k in points])
+    B = len(points)
+    warm = run.warmup if run.warmup >= 0 else run.cycles // 4
+    drain = run.drain if run.drain >= 0 else run.cycles
+    w0, w1 = warm, warm + run.cycles
+    trace = load_trace(tr.trace_file, n) if tr.pattern == "trace" else None
+    pseed = resolve_placement_seed(tr, run.seed)
+    gens = [make_generator(tr, n, load, point_rng(run.seed, k, load), trace=trace,
+                           placement_seed=pseed) for load, k in points]
+    fab = ClosFabric(sw, cfg.link, topo, B, window=(w0, w1), src_queue=run.src_queue,
+                     log=log)
+    bar = _progress(w1 + drain, progress)
+    t0 = time.perf_counter()
+    t = 0
+    S = _k.S
+    ends: dict[int, tuple] = {}   # point -> (cycle, st, hist, latmax, uplinks) at its end
+    while True:
+        if t >= w1:
+            view = fab.endpoint_view()
+            st = view.s["st"]
+            missing = st[:, :, S["exp_deliv"]].sum(1) - st[:, :, S["lat_cnt"]].sum(1)
+            stop = not missing.any() or t >= w1 + drain
+            up = fab.uplink_flits()
+            for b in np.flatnonzero((missing == 0) | stop):
+                if int(b) not in ends:
+                    ends[int(b)] = (t, st[b].copy(), view.s["hist"][b].copy(),
+                                    view.s["latmax"][b].copy(), up[b])
+            if stop:
+                break
+            c = min(CHUNK, w1 + drain - t)
+        else:
+            c = min(CHUNK, w1 - t)
+        chunks = [g.chunk(t, c) for g in gens]
+        fab.step(np.stack([x[0] for x in chunks]), np.stack([x[1] for x in chunks]))
+        t += c
+        if bar is not None:
+            bar.update(c)
+    wall = time.perf_counter() - t0
+    if bar is not None:
+        bar.close()
+    seq_top = int(fab.s["seq_next"].max() & ((1 << _k.SRC_SHIFT) - 1))
+    if int((fab.s["seq_next"] & ((1 << _k.SRC_SHIFT) - 1)).max()) >= (1 << _k.SRC_SHIFT) - 1:
+        raise RuntimeError(f"a source created {seq_top} packets: more than the "
+                           f"{(1 << _k.SRC_SHIFT) - 1} a Clos run numbers per source")
+    view = SimpleNamespace(n=n, s={k: np.stack([ends[b][j] for b in range(B)])
+                                   for j, k in ((1, "st"), (2, "hist"), (3, "latmax"))})
+    out_points = []
+    for b, (load, k) in enumerate(points):
+        d = {"load": load, "seed": k}
+        d.update(point_stats(view, b, run.cycles))
+        d["offered_nominal"] = gens[b].offered
+        d["end_cycle"] = ends[b][0]
+        up = ends[b][4]
+        d["uplink_flits"] = {"min": int(up.min()), "max": int(up.max()),
+                             "mean": float(up.mean())}
+        out_points.append(d)
+    bound = output_bound(tr, n, pseed)
+    summary = sweep_summary(out_points)
+    for v in summary.values():
+        v["output_bound"] = bound
+    switch_ports = int(fab.nports.sum())
+    return {
+        "config": cfg.as_dict(),
+        "topology": {"kind": "clos", "endpoints": n, "leaves": fab.leaves,
+                     "spines": fab.spines, "endpoints_per_leaf": fab.epl,
+                     "radix": topo.radix, "routing": topo.routing,
+                     "oversubscription": topo.oversubscription,
+                     "switch_ports": switch_ports},
+        "endpoints": n,
+        "seed": run.seed,
+        "placement_seed": pseed,
+        "output_bound": bound,
+        "engine": "numba",
+        "iterations": fab.iterations,
+        "window": [w0, w1],
+        "cycles_simulated": t,
+        "batch": B,
+        "wall_seconds": wall,
+        "point_cycles_per_second": B * t / wall if wall > 0 else None,
+        "port_cycles_per_second": B * t * switch_ports / wall if wall > 0 else None,
+        "points": out_points,
+        "summary": summary,
+        "fabric": fab,
+    }
+
+
+def run_clos_trace(switch: SwitchParams, topo: TopologyParams, packets, cycles: int, *,
+                   link: LinkParams | None = None, ready=None) -> ClosFabric:
+    """Run one trace of unicast packets ``(cycle, src, dest, size)`` (endpoint numbers; a
+    source's packets in trace order, same-cycle ones on the next free cycles, as
+    :func:`~.exact.run_trace`) through one Clos with the departure log; return it."""
+    from .exact import _dense
+
+    n = topo.leaves * topo.endpoints_per_leaf
+    gdest, gsize, _ = _dense([(c, s, d, z, 0) for c, s, d, z in packets], n, cycles)
+    hops = 3 * int(gsize.sum()) + 1024
+    fab = ClosFabric(switch, link, topo, 1, log=True, log_capacity=hops,
+                     src_queue=max(16, len(packets) + 1))
+    fab.step(gdest, gsize, None if ready is None else np.asarray(ready, bool)[None, :cycles])
+    return fab
