@@ -23,6 +23,11 @@ the switch: at least 2 endpoints and at most ``switch_ports`` (default 128, the 
 block's ``n_endpoints`` limit).
 
 A bad list raises ``ValueError`` with one line naming the bad value.
+
+:func:`fabric_kwargs` turns a list into the arguments of the RTL fabric
+(``fusionfabric.rtl.fabric.Fabric``): ``n_endpoints`` and ``cpu_endpoints`` (the fabric puts a
+memory target behind each cpu endpoint's chiplet). The fabric builds 2 lanes per direction
+only, so there every item must have 2 lanes.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from fusionfabric.formats.fec_pcs import LANE_COUNTS
 from fusionfabric.formats.pcs import MAX_LANES
 
 __all__ = ["KINDS", "PROFILES", "DEFAULT_SWITCH_PORTS", "EndpointGroup", "Endpoint",
-           "max_lanes", "parse_endpoints", "expand", "format_endpoints"]
+           "max_lanes", "parse_endpoints", "expand", "format_endpoints", "fabric_kwargs"]
 
 KINDS = ("accelerator", "cpu", "gpu")
 #: Lane counts each lane profile accepts (the fabric block's ``lane_profile``).
@@ -143,3 +148,19 @@ def expand(groups) -> list[Endpoint]:
 def format_endpoints(groups) -> str:
     """The canonical text of ``groups`` (``parse_endpoints`` of it gives them back)."""
     return ",".join(str(g) for g in groups)
+
+
+#: Lanes per direction of every link of the RTL fabric (its ``n_lanes``).
+FABRIC_LANES = 2
+
+
+def fabric_kwargs(groups) -> dict:
+    """``{"n_endpoints": N, "cpu_endpoints": (...)}`` for ``Fabric`` from parsed groups;
+    ``ValueError`` naming the item whose lanes the fabric does not build (only 2)."""
+    for g in groups:
+        if g.lanes != FABRIC_LANES:
+            raise ValueError(f"lanes={g.lanes} in endpoint item '{g}': the fabric builds "
+                             f"{FABRIC_LANES} lanes per direction only")
+    eps = expand(groups)
+    return {"n_endpoints": len(eps),
+            "cpu_endpoints": tuple(e.index for e in eps if e.kind == "cpu")}

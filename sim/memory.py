@@ -151,7 +151,8 @@ def _message(rng, op, length, addr, tag, src):
     return Message(op, length, tag, 0, src, addr, data=payload)
 
 
-def request_beats(rng: np.random.Generator, mem_bytes: int, n_requests: int):
+def request_beats(rng: np.random.Generator, mem_bytes: int, n_requests: int, *,
+                  unserved: bool = True):
     """``(beats, kinds)``: request beats (``PORT_BEAT`` words) of ``n_requests`` or a few more
     messages and the opcode name of each message.
 
@@ -160,7 +161,8 @@ def request_beats(rng: np.random.Generator, mem_bytes: int, n_requests: int):
     last word; a READ right after a WRITE to the same address from the same source;
     MULTICAST/REDUCE/RESULT messages (not served); addresses past the end, above the
     memory and misaligned; and on 30 % of the plain requests header fields changed on
-    every beat after the first (the target samples the first).
+    every beat after the first (the target samples the first). ``unserved=False`` leaves
+    out the messages the target does not serve.
     """
     hot = [16 * int(rng.integers(max(1, mem_bytes // 16 - 15))) for _ in range(3)]
     beats, kinds = [], []
@@ -194,6 +196,8 @@ def request_beats(rng: np.random.Generator, mem_bytes: int, n_requests: int):
             a = _addr(rng, mem_bytes, nbytes, hot)
             add(_message(rng, Opcode.WRITE, length, a, tag, src))
             add(_message(rng, Opcode.READ, int(rng.integers(4)), a, tag, src))
+        elif r < 0.27 and not unserved:
+            continue
         elif r < 0.27:                            # opcodes the target does not serve
             op = [Opcode.MULTICAST, Opcode.REDUCE, Opcode.RESULT][int(rng.integers(3))]
             add(Message(op, length, tag, int(rng.integers(16)), src, 0,

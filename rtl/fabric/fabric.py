@@ -19,10 +19,12 @@ from fusionfabric.rtl.switch.top import Switch, stats_layout, unit_stats_layout
 from fusionfabric.formats.bitfields import Fields
 from fusionfabric.formats.chiplet import SLOT_BITS, ChipletParams
 from fusionfabric.formats.fec_pcs import check_params as fec_check
+from fusionfabric.formats.memory import MEM_STATUS
 from fusionfabric.formats.pcs import check_params as pcs_check
 
 from .bridge import EgressBridge, IngressBridge
 from .fault import LaneFault
+from .memory import MemTarget
 
 __all__ = ["Fabric", "LINK_STATUS", "FEC_STATUS", "FAULT", "LANE_PROFILES", "link_status_layout",
            "fec_status_layout", "fault_layout", "UP", "DOWN", "lane_index", "lane_bits"]
@@ -138,6 +140,13 @@ class Fabric(wiring.Component):
         Cycles a partial RESULT message waits for more results (``ResultPacker``).
     fault_seed : int
         Seed of the lane error generators (each lane gets its own stream).
+    cpu_endpoints : tuple of int
+        Constructor option (not a block parameter): the endpoints of kind ``cpu``
+        (``fusionfabric.endpoints``), each with a :class:`~.memory.MemTarget` of
+        ``mem_bytes`` behind its chiplet (docs/fabric.md, "Memory target"); empty (the
+        default): every endpoint is an accelerator, and the Verilog is unchanged.
+    mem_bytes : int
+        Memory size of each cpu endpoint's target.
 
     Members
     -------
@@ -163,6 +172,12 @@ class Fabric(wiring.Component):
         The switch's counters (docs/switch.md).
     o_bridge_drops : Out(16).array(n_endpoints)
         Flits of unexpected kind dropped by egress bridge ``e``.
+    o_mem_status : Out(MEM_STATUS).array(len(cpu_endpoints))
+        Only with cpu endpoints: the counters of the target of ``cpu_endpoints[k]``. A
+        cpu endpoint's chiplet delivers its requests to the target and takes its
+        completions from it, so that endpoint's ``o_req`` stays idle (valid 0, payload
+        0) and its ``i_rsp`` is not read (ready 0); its ``i_req`` and ``o_rsp`` are
+        connected as for an accelerator (the host of a cpu endpoint may send requests).
 
     Timing
     ------
@@ -184,7 +199,8 @@ class Fabric(wiring.Component):
                  n_chunks: int = 16, result_timeout: int = 8, fault_seed: int = 1,
                  replay_limit: int = 16, link_timeout: int = 0, retrain_holdoff: int = 0,
                  cpl_timeout: int = 65536, lane_profile: str = "64b66b",
-                 fec_symbols: int = 8, fec_am_period: int = 8):
+                 fec_symbols: int = 8, fec_am_period: int = 8, *, cpu_endpoints=(),
+                 mem_bytes: int = 4096):
         if not isinstance(n_endpoints, int) or not 2 <= n_endpoints <= 128:
             raise ValueError(f"n_endpoints={n_endpoints!r} must be an integer in 2..128")
         if n_lanes != 2:
@@ -246,6 +262,17 @@ class Fabric(wiring.Component):
         if lane_profile == "64b66b":
             pcs_check(n_lanes, am_period, max_skew, ber_window)
         self.n_fault_lanes = 2 * n * n_lanes
+        cpus = tuple(cpu_endpoints)
+        bad = [c for c in cpus if not isinstance(c, int) or isinstance(c, bool)
+               or not 0 <= c < n]
+        if bad:
+            raise ValueError(f"cpu_endpoints entry {bad[0]!r} is not an endpoint in 0..{n - 1}")
+        if len(set(cpus)) != len(cpus):
+            raise ValueError(f"cpu_endpoints={cpus!r} lists an endpoint twice")
+        self.cpu_endpoints = cpus
+        self.mem_bytes = mem_bytes
+        self.mem_targets = {c: MemTarget(mem_bytes) for c in cpus}
+        mem = {"o_mem_status": Out(MEM_STATUS.layout()).array(len(cpus))} if cpus else {}
         beat = stream.Signature(port_layout())
         fec = {"o_fec": Out(fec_status_layout()).array(n)} if lane_profile == "rs544" else {}
         super().__init__({
@@ -264,6 +291,7 @@ class Fabric(wiring.Component):
             "o_config_drops": Out(32),
             "o_bridge_drops": Out(16).array(n),
             **fec,
+            **mem,
         })
 
     def _direction(self, m, name, src, dst, e, d):
@@ -330,8 +358,17 @@ class Fabric(wiring.Component):
                          self.o_ep_status[e].eq(ep.o_status),
                          self.o_sw_status[e].eq(sc.o_status)]
             connect(m, flipped(self.i_req[e]), ep.i_req)
-            connect(m, flipped(self.i_rsp[e]), ep.i_rsp)
-            connect(m, ep.o_req, flipped(self.o_req[e]))
+            if e in self.mem_targets:
+                # a cpu endpoint: the memory target serves the requests that reach it
+                mt = self.mem_targets[e]
+                m.submodules[f"mem{e}"] = mt
+                connect(m, mt.o_rsp, ep.i_rsp)
+                connect(m, ep.o_req, mt.i_req)
+                m.d.comb += [mt.i_node_id.eq(e), self.i_rsp[e].ready.eq(0),
+                             self.o_mem_status[self.cpu_endpoints.index(e)].eq(mt.o_status)]
+            else:
+                connect(m, flipped(self.i_rsp[e]), ep.i_rsp)
+                connect(m, ep.o_req, flipped(self.o_req[e]))
             connect(m, ep.o_rsp, flipped(self.o_rsp[e]))
             ing = IngressBridge()
             egr = EgressBridge(n, self.result_timeout)
