@@ -7,6 +7,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-dev
+# extras installed for make test: dev (tests, simulators) and cluster (Ray, for the
+# cluster sweep tests)
+EXTRAS ?= dev,cluster
 JOBS   ?= auto
 SIM    ?= icarus
 export PATH := $(abspath $(VENV))/bin:$(PATH)
@@ -32,7 +35,7 @@ $(STAMP): pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || \
 	  { echo "error: '$(PYTHON) -m venv' failed; install the venv module (apt-get install python3-venv)"; exit 1; }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	@touch $@
 
 venv: $(STAMP)

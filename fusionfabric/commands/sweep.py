@@ -44,6 +44,8 @@ def add_arguments(p):
                    help="run K MoE expert placements (placement seeds s, s+1, ...; s = "
                    "traffic.placement_seed, default the run seed) and report the spread "
                    "of the accepted throughput per load")
+    from fusionfabric.commands import _cluster
+    _cluster.add_arguments(p)
 
 
 def format_table(r) -> str:
@@ -166,11 +168,17 @@ def run(args):
         raise CliError(f"sweep: --placements {args.placements} must be at least 1")
     if args.placements > 1 and (args.csv or args.plot):
         raise CliError("sweep: --placements K > 1 prints a table or --json (no --csv, --plot)")
+    from fusionfabric.commands import _cluster
+    _cluster.check(args)
     check_size(cfg, args.placements)
     say(f"fusionfabric sweep: seed {cfg.run.seed}")
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     try:
-        if args.placements > 1:
+        if _cluster.requested(args):      # point by point: Ray tasks and/or a results file
+            r = _cluster.run(args, cfg, progress)
+            if r is None:
+                return 1
+        elif args.placements > 1:
             from fusionfabric.sim.fabric.run import run_placements
             r = run_placements(cfg, args.placements, progress=progress)
         else:
