@@ -66,7 +66,9 @@ class MemTarget(wiring.Component):
     beat per cycle under ``o_rsp.ready``. ``i_req`` takes one beat per cycle except while
     a READ_CPL has beats not yet read from memory, and while the completion register is
     full at a beat that makes a completion (backpressure on ``o_rsp`` reaches ``i_req``
-    only there). Writes land in memory the cycle after their beat is taken (ATOMIC_ADD:
+    only there). ``i_req.ready`` depends combinationally on ``o_rsp.ready`` (a completion
+    taken makes room in the same cycle); ``o_rsp``'s valid and payload come from
+    registers and the read port only, never from ``i_req``. Writes land in memory the cycle after their beat is taken (ATOMIC_ADD:
     read in the beat's cycle, sum written the next); the read port forwards a write of the
     same cycle, so every request sees the memory as left by every earlier request.
     Reset: idle, counters zero; the memory keeps its contents (initially zero).
