@@ -160,6 +160,10 @@ def test_local_resume_without_ray(tmp_path):
     r = run_study(load_config(None, MOE), 2, results=res)
     assert (r["study"]["run"], r["study"]["reused"]) == (2, 2)
     assert numbers(r) == numbers(run_placements(load_config(None, MOE), 2, progress=False))
+    # another configuration (sample period) shares no point with the file
+    r = run_study(load_config(None, MOE + ["run.cycles=1999"]), 1, results=res)
+    assert (r["study"]["run"], r["study"]["reused"]) == (2, 0)
+    assert len(res.read_text().splitlines()) == 6
 
 
 def _closed_port() -> int:
@@ -247,3 +251,14 @@ def test_cli_cluster_joins_a_ray_head(tmp_path):
         mark = "/tmp/ray/ray_current_cluster"      # ray start's pointer to this head
         if os.path.exists(mark) and open(mark).read().strip().endswith(f":{port}"):
             os.remove(mark)
+
+
+@needs_ray
+@pytest.mark.soak
+def test_ray_clos_sweep_identical_to_serial(local_ray):
+    sets = ["topology.kind=clos", "topology.radix=8", "topology.endpoints=16",
+            "topology.endpoints_per_leaf=4", "topology.spines=4", "run.loads=0.3,0.6,0.9",
+            "run.cycles=3000", "run.seed=3", "run.seeds=2"]
+    r = run_study(load_config(None, sets), executor="ray")
+    assert r["study"]["run"] == 6 and r["topology"]["leaves"] == 4
+    assert numbers(r) == numbers(serial_sweep(sets))

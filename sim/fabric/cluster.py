@@ -420,7 +420,7 @@ def run_study(cfg: Config, placements: int = 1, *, executor: str = "local",
     todo = [(j, load, k) for j, load, k in study_points(cfg, placements)
             if (load, k) not in done[j]]
     total = sum(len(w) for w in wanted)
-    out = open(results, "a") if results is not None else None
+    out = None
     t0 = time.perf_counter()
     owned = False
 
@@ -434,9 +434,10 @@ def run_study(cfg: Config, placements: int = 1, *, executor: str = "local",
         if executor == "ray":
             owned = connect(address, workers)
         if results is not None:
+            out = open(results, "a")
             print(f"fusionfabric: {len(todo)} of {total} points to run, {reused} from "
-                  f"{results}" + (f" ({other} records of other configurations or model "
-                                   f"versions left alone)" if other else ""),
+                  f"{results}" + (f" ({other} records of other configurations, model "
+                                   f"versions or points not used)" if other else ""),
                   file=sys.stderr, flush=True)
         bar = None
         if (progress if progress is not None else sys.stderr.isatty()) and todo:
