@@ -267,3 +267,19 @@ def test_sweep_set_topology_clos_runs_the_clos(capsys):
     assert len(pt["per_port"]["accepted"]) == 16
     assert abs(pt["accepted"] - pt["offered"]) < 0.02 and abs(pt["offered"] - 0.4) < 0.03
     assert pt["uplink_flits"]["min"] > 0                      # every uplink used
+
+
+def test_sweep_topology_flag_prints_the_clos_table(capsys):
+    rc = main(["sweep", "--topology", "clos", "--set", "topology.radix=8",
+               "--set", "topology.endpoints=16", "--set", "topology.endpoints_per_leaf=4",
+               "--set", "topology.spines=4", "--set", "topology.routing=ecmp", "--loads",
+               "0.4", "--cycles", "1500", "--seed", "3"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "seed 3" in err
+    assert "# uniform on 16 ports" in out
+    assert ("# clos: 4 leaves x 4 endpoints + 4 spines, radix 8, oversubscription 1, "
+            "routing ecmp") in out
+    row = next(x for x in out.splitlines() if x.lstrip().startswith("0.40"))
+    offered, accepted = float(row.split()[2]), float(row.split()[3])
+    assert abs(accepted - offered) < 0.02 and abs(offered - 0.4) < 0.03
+    assert "rack aggregate 57.6 TB/s = 16 x 3.60 TB/s" in out

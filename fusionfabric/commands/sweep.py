@@ -32,6 +32,8 @@ def add_arguments(p):
     p.add_argument("--cycles", default=None, help="run.cycles: sample-period cycles")
     p.add_argument("--trace", default=None, help="traffic.trace_file (implies --pattern "
                    "trace): CSV or JSONL with cycle,source,destination,size")
+    p.add_argument("--topology", default=None, help="topology.kind: crossbar (one switch) or "
+                   "clos (two-tier leaf-spine; --set topology.radix=..., spines, routing...)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the full result as JSON")
     out.add_argument("--csv", action="store_true", help="print one CSV row per point")
@@ -54,7 +56,7 @@ def format_table(r) -> str:
     cfg = r["config"]
     from fusionfabric.sim.fabric.config import PhysParams
     phys = PhysParams(**cfg["phys"])
-    n = cfg["switch"]["n_ports"]
+    n = r.get("endpoints") or cfg["switch"]["n_ports"]
     lines = [f"# {cfg['traffic']['pattern']} on {n} ports, mode {cfg['switch']['mode']}, "
              f"depth {cfg['switch']['depth']}, iSLIP iterations {r['iterations']}, "
              f"seed {r['seed']}, engine {r['engine']}",
@@ -62,6 +64,10 @@ def format_table(r) -> str:
              f"{r['cycles_simulated']} cycles x {r['batch']} points in "
              f"{r['wall_seconds']:.2f} s = {r['point_cycles_per_second']:.0f} "
              f"point-cycles/s",
+             *([] if "topology" not in r else [
+                 "# clos: {leaves} leaves x {endpoints_per_leaf} endpoints + {spines} spines, "
+                 "radix {radix}, oversubscription {oversubscription:g}, routing "
+                 "{routing}".format(**r["topology"])]),
              f"{'load':>5} {'seed':>4} {'offered':>8} {'accepted':>8} {'lat_mean':>9} "
              f"{'p50':>6} {'p99':>6} {'max':>7} {'TB/s':>7} {'of 259':>6}  sat"]
     for p in r["points"]:
@@ -135,6 +141,9 @@ def check_size(cfg, placements: int = 1) -> float:
     points, cycles = run_size(cfg)
     points *= max(1, int(placements))
     total = points * cycles
+    if cfg.topology.kind == "clos":   # a Clos point costs its switch ports / 72 points
+        t = cfg.topology
+        total = total * t.leaves * (t.endpoints_per_leaf + 2 * t.spines) // 72
     est = total / POINT_CYCLES_PER_S
     what = (f"{points} points x up to {cycles:,} cycles at {POINT_CYCLES_PER_S:,} "
             f"point-cycles/s, bench/model_speed.py")
@@ -155,7 +164,7 @@ def run(args):
     from fusionfabric.sim.fabric.traffic import TrafficError
 
     flags = {"pattern": "traffic.pattern", "loads": "run.loads", "cycles": "run.cycles",
-             "trace": "traffic.trace_file"}
+             "trace": "traffic.trace_file", "topology": "topology.kind"}
     if args.trace and not args.pattern:
         args.pattern = "trace"
     cfg = build_config(args, flags)
