@@ -127,6 +127,30 @@ def test_exhausted_retries_and_timeout_are_reported(local_ray, tmp_path):
 
 
 @needs_ray
+def test_cli_reports_a_failed_point_and_the_rerun_completes(local_ray, tmp_path, capsys,
+                                                             monkeypatch):
+    res = tmp_path / "cli.jsonl"
+    argv = ["sweep", "--ports", "8", "--cycles", "2000", "--loads", "0.3,0.6,0.9",
+            "--seed", "7", "--set", "run.seeds=2", "--csv"]
+    assert main(argv) == 0
+    serial = capsys.readouterr().out
+    monkeypatch.setenv("FUSIONFABRIC_TEST_FAIL_POINT", json.dumps(
+        {"point": [7, 0.6, 1], "mode": "always", "marker": str(tmp_path / "m")}))
+    assert main(argv + ["--ray", "--retries", "1", "--resume", str(res)]) == 1
+    out, err = capsys.readouterr()
+    lines = [x for x in err.splitlines() if x.startswith("fusionfabric sweep: ")]
+    assert out == "" and lines[-2] == (      # (Ray's own retry notices go to stderr too)
+        "fusionfabric sweep: point load 0.6 seed index 1 placement seed 7 (run seed 7) "
+        "failed after 2 attempt(s): RuntimeError: injected failure (test hook) on every "
+        "attempt")
+    assert lines[-1].startswith("fusionfabric sweep: 1 of 6 points failed; the 5 finished")
+    monkeypatch.delenv("FUSIONFABRIC_TEST_FAIL_POINT")
+    assert main(argv + ["--ray", "--resume", str(res)]) == 0
+    out, err = capsys.readouterr()
+    assert "1 of 6 points to run, 5 from" in err and out == serial
+
+
+@needs_ray
 def test_resume_runs_only_the_missing_points(local_ray, tmp_path, capsys):
     res = tmp_path / "study.jsonl"
     first = SWEEP[:2] + ["run.loads=0.3,0.9"] + SWEEP[3:]

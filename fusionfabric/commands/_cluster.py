@@ -3,9 +3,15 @@ of :mod:`fusionfabric.sim.fabric.cluster` (options, their checks, failure report
 
 from __future__ import annotations
 
+import os
+
 from fusionfabric.cli import CliError
 
-__all__ = ["add_arguments", "requested", "run", "default_timeout"]
+__all__ = ["add_arguments", "requested", "run", "default_timeout", "TEST_HOOK"]
+
+#: Environment variable read by the tests only: a JSON failure hook
+#: (:func:`fusionfabric.sim.fabric.cluster._apply_hook`) that makes one point fail.
+TEST_HOOK = "FUSIONFABRIC_TEST_FAIL_POINT"
 
 
 def add_arguments(p):
@@ -68,10 +74,14 @@ def run(args, cfg, progress):
     check(args)
     executor = "ray" if (args.ray or args.cluster) else "local"
     timeout = args.point_timeout or default_timeout(cfg)
+    hook = None
+    if os.environ.get(TEST_HOOK):     # tests only: make one point fail (cluster._apply_hook)
+        import json
+        hook = json.loads(os.environ[TEST_HOOK])
     try:
         return run_study(cfg, args.placements, executor=executor, results=args.resume,
                          address=args.cluster, workers=args.workers, retries=args.retries,
-                         point_timeout=timeout, progress=progress)
+                         point_timeout=timeout, progress=progress, hook=hook)
     except ClusterError as exc:
         raise CliError(f"sweep: {exc}") from None
     except StudyFailed as exc:

@@ -42,6 +42,7 @@ again; any other unreadable line is a :class:`ClusterError`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -430,6 +431,10 @@ def run_study(cfg: Config, placements: int = 1, *, executor: str = "local",
         if out is not None:
             _append(out, rec)
 
+    # Ray's driver prints task errors and retry notices on stdout: send them to stderr,
+    # stdout is for the results
+    quiet = contextlib.redirect_stdout(sys.stderr)
+    quiet.__enter__()
     try:
         if executor == "ray":
             owned = connect(address, workers)
@@ -465,6 +470,7 @@ def run_study(cfg: Config, placements: int = 1, *, executor: str = "local",
         if owned:
             import ray
             ray.shutdown()
+        quiet.__exit__(None, None, None)
     if failures:
         raise StudyFailed(failures, total - len(failures), total)
     wall = time.perf_counter() - t0
