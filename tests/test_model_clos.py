@@ -283,3 +283,21 @@ def test_sweep_topology_flag_prints_the_clos_table(capsys):
     offered, accepted = float(row.split()[2]), float(row.split()[3])
     assert abs(accepted - offered) < 0.02 and abs(offered - 0.4) < 0.03
     assert "rack aggregate 57.6 TB/s = 16 x 3.60 TB/s" in out
+
+
+def test_threaded_batch_equals_points_run_alone():
+    """A sweep's points on numba threads (handed out one at a time, each no longer
+    simulated after its own end of run) give each point exactly what it gives alone; the
+    light point ends while the overloaded one (half the traffic to endpoint 0) drains."""
+    from fusionfabric.sim.fabric.run import run_sweep
+
+    base = ["topology.kind=clos", "topology.radix=6", "topology.endpoints=12",
+            "topology.endpoints_per_leaf=3", "topology.spines=3", "cycles=3000", "seed=4",
+            "pattern=hotspot", "hotspot_fraction=0.5"]
+    both = run_sweep(load_config(None, base + ["loads=0.05,1.0"]), progress=False)
+    for pt in both["points"]:
+        alone = run_sweep(load_config(None, base + [f"loads={pt['load']}"]), progress=False)
+        assert alone["points"][0] == pt
+    light, heavy = both["points"]
+    assert heavy["saturated"] and not light["saturated"]
+    assert light["end_cycle"] < heavy["end_cycle"] == both["cycles_simulated"]

@@ -79,7 +79,8 @@ class ClosFabric:
                 peer_s[LV + k, l], peer_p[LV + k, l] = l, E + k     # spine down -> leaf
         self.nports, self.nep, self.e0 = nports, nep, e0
         self.net = _k.Net(nports, nep, e0, self.iters, peer_s, peer_p,
-                          np.zeros((B * S, N), np.int64), np.zeros((B * S, N), np.int64))
+                          np.zeros((B * S, N), np.int64), np.zeros((B * S, N), np.int64),
+                          np.ones(B, np.bool_))
         L = link.latency
         K = link.credits or 2 * L + 1
         L2 = topo.link_latency
@@ -232,7 +233,8 @@ def run_clos_sweep(cfg: Config, *, progress: bool | None = None, log: bool = Fal
     """:func:`~.run.run_sweep` for ``topology.kind = "clos"`` (which calls it): every (load,
     seed index) point is one Clos domain of the batch, with the same per-point traffic
     stream (``point_rng``) over the endpoints, statistics over the endpoints taken at the
-    point's own end of run; ``points`` as for run_sweep. The result adds ``topology``,
+    point's own end of run, after which the point is no longer simulated (its state stays
+    as it was then); ``points`` as for run_sweep. The result adds ``topology``,
     ``endpoints``, ``port_cycles_per_second`` (switch ports x cycles) and, per point,
     ``uplink_flits`` (min / max / mean flits sent on a leaf uplink)."""
     from .stats import point_stats, sweep_summary
@@ -271,6 +273,7 @@ def run_clos_sweep(cfg: Config, *, progress: bool | None = None, log: bool = Fal
                 if int(b) not in ends:
                     ends[int(b)] = (t, st[b].copy(), view.s["hist"][b].copy(),
                                     view.s["latmax"][b].copy(), up[b])
+                    fab.net.active[b] = False          # done: not simulated further
             if stop:
                 break
             c = min(CHUNK, w1 + drain - t)

@@ -118,8 +118,10 @@ State = namedtuple("State", (
 #: ``0 .. nep-1``, endpoints ``e0[s] ..``); output ``o >= nep`` feeds input ``peer_p[s, o]`` of switch ``peer_s[s, o]``.
 #: Per state index (``point * switches + s``): ``occ[b, o]`` flits queued in the switch for
 #: output ``o`` (VOQs plus output buffer; adaptive routing), ``hold[b, i]`` the uplink of
-#: the packet passing input ``i``.
-Net = namedtuple("Net", ("nports", "nep", "e0", "iters", "peer_s", "peer_p", "occ", "hold"))
+#: the packet passing input ``i``. ``active[pt]``: batch point ``pt`` is simulated (a sweep
+#: stops simulating a point once its statistics are taken).
+Net = namedtuple("Net", ("nports", "nep", "e0", "iters", "peer_s", "peer_p", "occ", "hold",
+                         "active"))
 #: Clos: a flit's source endpoint rides in bits ``SRC_SHIFT ..`` of its 32-bit sequence
 #: number (its source's packet count in the low bits), for ECMP and the checks.
 SRC_SHIFT = 20
@@ -674,13 +676,19 @@ def _kernel_threads(p, groups, traffic, state, log):
 
 def _clos_kernel(p, groups, traffic, state, log, net):
     for pt in range(traffic.gdest.shape[0]):
-        _clos_point(pt, p, groups, traffic, state, log, net)
+        if net.active[pt]:
+            _clos_point(pt, p, groups, traffic, state, log, net)
     return 0
 
 
 def _clos_kernel_threads(p, groups, traffic, state, log, net):
-    for pt in numba.prange(traffic.gdest.shape[0]):
-        _clos_point(pt, p, groups, traffic, state, log, net)
+    """Points handed to threads one at a time (chunk size 1), the last point first (in a
+    sweep the highest load, the longest to simulate)."""
+    B = traffic.gdest.shape[0]
+    for k in numba.prange(B):
+        pt = B - 1 - k
+        if net.active[pt]:
+            _clos_point(pt, p, groups, traffic, state, log, net)
     return 0
 
 
@@ -714,4 +722,8 @@ def run_clos_chunk_parallel(p, groups, traffic, state, log, net):
     global _clos_threads
     if _clos_threads is None:
         _clos_threads = numba.njit(parallel=True, **_jit)(_clos_kernel_threads)
-    return _clos_threads(p, groups, traffic, state, log, net)
+    old = numba.set_parallel_chunksize(1)
+    try:
+        return _clos_threads(p, groups, traffic, state, log, net)
+    finally:
+        numba.set_parallel_chunksize(old)
