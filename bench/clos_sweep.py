@@ -7,7 +7,8 @@ Prints, in one run:
    traffic, ``--loads`` (default 0.1:1.0:0.1, 10 points) x ``--cycles`` sample cycles (default
    20,000; warm-up cycles/4, drain up to ``--drain``, default cycles, as ``fusionfabric
    sweep``) with ``--routing`` (default adaptive): wall and CPU seconds, switch
-   port-cycles per second, and the usual per-load table;
+   port-cycles per second, and the per-load table (with each point's end of run and the
+   flits sent on its least and most used leaf uplink);
 2. the routing comparison: the same domain with each of ``--compare`` (default
    deterministic, ecmp; adaptive is taken from the timed sweep when its loads cover
    ``--compare-loads``) at ``--compare-loads`` (default 0.9,1.0) for ``--compare-cycles``
@@ -89,13 +90,18 @@ def main(argv=None):
           f"{r['cycles_simulated']:,} cycles (warm-up {r['window'][0]:,}, sample "
           f"{a.cycles:,}, drain {r['cycles_simulated'] - r['window'][1]:,}) = {pc:.3g} "
           f"switch port-cycles: wall {wall:.1f} s, CPU {cpu:.1f} s, {pc / wall:.3g} "
-          f"port-cycles/s wall, {pc / cpu:.3g} per CPU second")
-    print(f"{'load':>5} {'offered':>8} {'accepted':>8} {'lat_mean':>9} {'p99':>6}  sat")
+          f"port-cycles/s wall, {pc / cpu:.3g} per CPU second; load average "
+          f"{os.getloadavg()[0]:.2f} at its end")
+    print(f"{'load':>5} {'offered':>8} {'accepted':>8} {'lat_mean':>9} {'p99':>6} "
+          f"{'end':>6} {'up_min':>7} {'up_max':>7}  sat")
     for q in r["points"]:
         lm = q["latency_mean"]
         print(f"{q['load']:>5.2f} {q['offered']:>8.4f} {q['accepted']:>8.4f} "
-              f"{(f'{lm:.2f}' if lm == lm else '-'):>9} {q['latency_p99']:>6.0f}  "
-              f"{'SAT' if q['saturated'] else ''}")
+              f"{(f'{lm:.2f}' if lm == lm else '-'):>9} {q['latency_p99']:>6.0f} "
+              f"{q['end_cycle']:>6} {q['uplink_flits']['min']:>7} "
+              f"{q['uplink_flits']['max']:>7}  {'SAT' if q['saturated'] else ''}")
+    print("# end: the point's end of run (cycle); up_min / up_max: flits sent on the least "
+          "and the most used leaf uplink by then")
     sat = {a.routing: (r["summary"]["0"]["saturation_throughput"], "timed sweep")}
     if not a.no_compare:
         cc = a.compare_cycles or a.cycles
