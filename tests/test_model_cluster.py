@@ -286,3 +286,45 @@ def test_ray_clos_sweep_identical_to_serial(local_ray):
     r = run_study(load_config(None, sets), executor="ray")
     assert r["study"]["run"] == 6 and r["topology"]["leaves"] == 4
     assert numbers(r) == numbers(serial_sweep(sets))
+
+
+@needs_ray
+@pytest.mark.soak
+def test_cluster_address_with_a_non_ray_http2_server_exits_2_quickly(capsys):
+    """Something that answers the HTTP/2 hello but is no Ray head: ray.init's own tries are
+    bounded (JOIN_TRIES), the exit is 2 with one line naming the address."""
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    stop = threading.Event()
+
+    def serve():
+        srv.settimeout(0.2)
+        conns = []
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            c.sendall(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))     # an empty SETTINGS frame
+            conns.append(c)
+        for c in conns:
+            c.close()
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    try:
+        t0 = time.perf_counter()
+        rc = main(["sweep", "--ports", "4", "--cycles", "200", "--loads", "0.5",
+                   "--cluster", f"127.0.0.1:{port}"])
+        took = time.perf_counter() - t0
+    finally:
+        stop.set()
+        th.join()
+        srv.close()
+    err = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
+    assert rc == 2 and took < 15 and len(err) == 1
+    assert err[0].startswith(f"fusionfabric: error: sweep: --cluster 127.0.0.1:{port}: ")

@@ -56,11 +56,17 @@ from .config import Config, parse_loads
 from .traffic import resolve_placement_seed
 
 __all__ = ["ClusterError", "StudyFailed", "PointFailure", "run_study", "connect",
-           "config_hash", "model_hash", "read_results", "study_points", "CONNECT_TIMEOUT_S"]
+           "config_hash", "model_hash", "read_results", "study_points", "CONNECT_TIMEOUT_S",
+           "JOIN_TRIES", "JOIN_TIMEOUT_S"]
 
 #: Seconds to wait for a TCP connection to a Ray head before giving up (Ray's own
 #: connection retries take minutes on an address where nothing answers).
 CONNECT_TIMEOUT_S = 3.0
+#: Tries (about one a second) ray.init makes to reach the head's GCS when joining, unless
+#: RAY_gcs_server_port_wait_time_s is set (Ray's default: 20).
+JOIN_TRIES = 4
+#: Seconds a trial join in a child process may take (:func:`_join_check`).
+JOIN_TIMEOUT_S = 12.0
 #: Result keys that describe the whole run, not one point (recomputed when merging).
 _RUN_KEYS = ("cycles_simulated", "batch", "wall_seconds", "point_cycles_per_second",
              "port_cycles_per_second", "points", "summary", "fabric")
@@ -275,11 +281,40 @@ def _probe(address: str) -> None:
                            f"(no gRPC reply within {CONNECT_TIMEOUT_S:g} s)")
 
 
+_JOIN_SCRIPT = """
+import sys, ray
+ray.init(address=sys.argv[1], log_to_driver=False, logging_level="ERROR")
+ray.shutdown()
+"""
+
+
+def _join_check(address: str) -> None:
+    """Join the cluster once from a child process, killed after :data:`JOIN_TIMEOUT_S`:
+    ray.init in this process cannot be interrupted, and where an HTTP/2 server that is no
+    Ray head answers it can wait for minutes. Ray's own tries are bounded too
+    (``RAY_gcs_server_port_wait_time_s``, unless set, to :data:`JOIN_TRIES`)."""
+    import subprocess
+
+    env = dict(os.environ)
+    env.setdefault("RAY_gcs_server_port_wait_time_s", str(JOIN_TRIES))
+    try:
+        r = subprocess.run([sys.executable, "-c", _JOIN_SCRIPT, str(address).strip()],
+                           env=env, capture_output=True, text=True, timeout=JOIN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise ClusterError(f"--cluster {address}: no Ray head answered within "
+                           f"{JOIN_TIMEOUT_S:g} s") from None
+    if r.returncode != 0:
+        err = [x for x in r.stderr.strip().splitlines() if x.strip()]
+        last = err[-1].strip() if err else f"exit status {r.returncode}"
+        raise ClusterError(f"--cluster {address}: cannot join the Ray cluster ({last})")
+
+
 def connect(address: str | None = None, workers: int | None = None) -> bool:
     """Start a local Ray with ``workers`` CPUs (``address=None``) or connect to the head
-    at ``address`` (``HOST:PORT``, checked with a TCP connection of at most
-    :data:`CONNECT_TIMEOUT_S` first). Returns whether this call started the session (then
-    the caller shuts it down); a session already open in this process is reused."""
+    at ``address`` (``HOST:PORT``: first a TCP connection and an HTTP/2 hello of at most
+    :data:`CONNECT_TIMEOUT_S` each, then a trial join in a child process of at most
+    :data:`JOIN_TIMEOUT_S`). Returns whether this call started the session (then the
+    caller shuts it down); a session already open in this process is reused."""
     try:
         import ray
     except ImportError:
@@ -296,6 +331,7 @@ def connect(address: str | None = None, workers: int | None = None) -> bool:
     _probe(address)
     if ray.is_initialized():
         return False
+    _join_check(address)
     try:
         ray.init(address=str(address).strip(), **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
