@@ -290,7 +290,7 @@ def test_ray_clos_sweep_identical_to_serial(local_ray):
 
 @needs_ray
 @pytest.mark.soak
-def test_cluster_address_with_a_non_ray_http2_server_exits_2_quickly(capsys):
+def test_cluster_address_with_a_non_ray_http2_server_exits_2_quickly():
     """Something that answers the HTTP/2 hello but is no Ray head: ray.init's own tries are
     bounded (JOIN_TRIES), the exit is 2 with one line naming the address."""
     import threading
@@ -317,14 +317,16 @@ def test_cluster_address_with_a_non_ray_http2_server_exits_2_quickly(capsys):
     th = threading.Thread(target=serve, daemon=True)
     th.start()
     try:
-        t0 = time.perf_counter()
-        rc = main(["sweep", "--ports", "4", "--cycles", "200", "--loads", "0.5",
-                   "--cluster", f"127.0.0.1:{port}"])
+        t0 = time.perf_counter()      # a new process: no Ray session open in it
+        r = subprocess.run([sys.executable, "-m", "fusionfabric.cli", "sweep", "--ports",
+                            "4", "--cycles", "200", "--loads", "0.5", "--cluster",
+                            f"127.0.0.1:{port}"], capture_output=True, text=True,
+                           timeout=120)
         took = time.perf_counter() - t0
     finally:
         stop.set()
         th.join()
         srv.close()
-    err = [x for x in capsys.readouterr().err.splitlines() if "error" in x]
-    assert rc == 2 and took < 15 and len(err) == 1
+    err = [x for x in r.stderr.splitlines() if "error" in x]
+    assert r.returncode == 2 and took < 16 and len(err) == 1, (took, r.stderr)
     assert err[0].startswith(f"fusionfabric: error: sweep: --cluster 127.0.0.1:{port}: ")

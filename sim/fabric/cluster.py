@@ -330,7 +330,11 @@ def connect(address: str | None = None, workers: int | None = None) -> bool:
         return True
     _probe(address)
     if ray.is_initialized():
-        return False
+        here = ray.get_runtime_context().gcs_address
+        if here == str(address).strip():
+            return False
+        raise ClusterError(f"--cluster {address}: this process already has a Ray session "
+                           f"(with {here}); join from a new process")
     _join_check(address)
     try:
         ray.init(address=str(address).strip(), **quiet)
