@@ -6,6 +6,11 @@ One row per fault, each from one RTL run on Icarus (cocotb):
   link through the real PCS (``fusionfabric.tb.chiplet.harness.ChipletPcsPair``, 2 lanes,
   ``tb/chiplet/test_link``): random WRITE/READ/ATOMIC_ADD and posted messages both ways,
   every one checked against its expectation (scoreboards: lost, duplicated, corrupted);
+* a peer reset in traffic: the same link through the PCS, chiplet B (and its accelerator)
+  reset alone for 8 cycles in the middle of random traffic both ways
+  (``tb/chiplet/test_peer_reset``, short timers: ``tests/test_chiplet_peer_reset.PARAMS``),
+  with the cycles from the end of the reset to both chiplets ACTIVE again; "0 unreported":
+  every request of the surviving side delivered once or completed with TIMEOUT/ERROR;
 * a 1-bit slip, a short dark lane and a dark lane for good: the fabric
   (``tb/fabric/test_fabric``; 2 endpoints, 3 for the permanent one), with the cycles from
   the fault to the PCS relock / the link ACTIVE again / both chiplets FAILED.
@@ -13,7 +18,7 @@ One row per fault, each from one RTL run on Icarus (cocotb):
 "0 unreported": every message that was not delivered completed with an error status at
 its sender (``fusionfabric.tb.fabric.fabric_tb.FabricLedger``).
 
-Usage: ``python bench/fault_table.py [--seed N] [--rows ber,burst,slip,dark,dead]
+Usage: ``python bench/fault_table.py [--seed N] [--rows ber,burst,reset,slip,dark,dead]
 [--json FILE]``. About 10 minutes on one core. Bad arguments exit 2 with one line.
 """
 
@@ -28,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-ROWS = ("ber", "burst", "slip", "dark", "dead")
+ROWS = ("ber", "burst", "reset", "slip", "dark", "dead")
 BERS = (1e-6, 1e-5, 1e-4, 1e-3)
 #: messages per side of the link runs
 LINK_N = 40
@@ -61,6 +66,37 @@ def _link(seed: int, tmp: Path, name: str, params=None, **args) -> dict:
             "flits_hit": st.get("flits_hit"), "bursts": st.get("bursts"), "seed": seed}
 
 
+def _peer_reset(seed: int, tmp: Path) -> dict:
+    from fusionfabric.tb.chiplet.harness import ChipletPcsPair
+    from fusionfabric.tb.common import runner
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_chiplet_peer_reset import PARAMS, retrain_bound
+
+    stats = tmp / "reset.json"
+    try:
+        res = runner.run("chiplet-pcs-pair-reset", "fusionfabric.tb.chiplet.test_peer_reset",
+                         PARAMS, sim="icarus", seed=seed, name="fault-reset",
+                         component=ChipletPcsPair(resets=True, **PARAMS),
+                         test_args={"n": LINK_N, "reset_side": "b", "reset_at": 600,
+                                    "stats_file": str(stats),
+                                    "retrain_bound": retrain_bound(PARAMS, latency=20)})
+        ok = bool(res.tests) and not res.failed
+    except runner.CocotbFailure as exc:
+        print(f"fault_table: reset: {str(exc).splitlines()[0]}", file=sys.stderr)
+        ok = False
+    st = json.loads(stats.read_text()) if stats.exists() else {}
+    sv = st.get("survivor") or {}
+    return {"passed": ok, "retrain": st.get("retrain_cycles"),
+            "detect_cycles": st.get("detect_cycles"), "link_resets": st.get("link_resets"),
+            "lost": (f"{sv.get('unreported')} unreported ({sv.get('undelivered')} "
+                     f"undelivered: {sv.get('undelivered_posted')} posted, "
+                     f"{sv.get('timeout')} TIMEOUT; {sv.get('refused')} refused: "
+                     f"{sv.get('error')} ERROR)" if sv else None),
+            "duplicated": st.get("duplicated"), "corrupted": st.get("corrupted"),
+            "delivered": sv.get("delivered"),
+            "discarded": ((st.get("status") or {}).get("a") or {}).get("discarded")}
+
+
 def _fabric(seed: int, params: dict, testcase: str, name: str, **args) -> dict:
     from fusionfabric.tb.common import runner
 
@@ -85,7 +121,7 @@ def run_rows(rows, seed: int) -> list[dict]:
     plan = []
     if "ber" in rows:
         plan += [("ber", b) for b in BERS]
-    plan += [(r, None) for r in ("burst", "slip", "dark", "dead") if r in rows]
+    plan += [(r, None) for r in ("burst", "reset", "slip", "dark", "dead") if r in rows]
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for kind, val in tqdm(plan, desc="fault runs", disable=not sys.stderr.isatty()):
@@ -102,6 +138,11 @@ def run_rows(rows, seed: int) -> list[dict]:
                 r = _link(seed, tmp, "burst", lane_bursts=[1, 32, 2e-3])
                 row = {"fault": "bursts of 1 to 32 bits", "expected": "delivered",
                        "detect": "-", **r}
+            elif kind == "reset":
+                r = _peer_reset(seed, tmp)
+                row = {"fault": "peer reset in traffic", "expected": "retrain, delivered",
+                       "detect": f"both ACTIVE {r['retrain']} after the reset "
+                                 f"(FAILED after {r['detect_cycles']})", **r}
             elif kind == "slip":
                 rec = _fabric(seed, {"n_endpoints": 2}, "test_faults", "slip",
                               granules=16, messages=6, ber=1e-6, slip_lane=1, slip_at=200)

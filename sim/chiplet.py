@@ -223,12 +223,13 @@ class DLHeader:
     init_seen: int = 0
     credit0: int = 0
     credit1: int = 0
+    fresh: int = 0
 
     def pack(self) -> int:
         return DL_HEADER.pack(seq=self.seq, data=self.data, n_tl=self.n_tl, vc=self.vc,
                               ack=self.ack, nak=self.nak, init=self.init,
                               init_seen=self.init_seen, credit0=self.credit0,
-                              credit1=self.credit1)
+                              credit1=self.credit1, fresh=self.fresh)
 
     @classmethod
     def unpack(cls, word: int) -> "DLHeader":

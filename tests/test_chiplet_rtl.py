@@ -103,7 +103,8 @@ def _tx_capture(dut, tl_flits, cycles, ack=5, freed=(3, 7)):
         ctx.set(dut.i_freed1, freed[1])
         await ctx.tick().repeat(init_cycles - 1)
         # the peer's bring-up flit: init, has seen us, buffer sizes 16/16
-        ctx.set(dut.i_rx_hdr.as_value(), F.DL_HEADER.pack(init=1, init_seen=1, credit0=16, credit1=16))
+        ctx.set(dut.i_rx_hdr.as_value(), F.DL_HEADER.pack(init=1, init_seen=1, fresh=1,
+                                                          credit0=16, credit1=16))
         ctx.set(dut.i_rx_good, 1)
         await ctx.tick()
         ctx.set(dut.i_rx_good, 0)
@@ -134,9 +135,10 @@ def test_dl_tx_flit_bytes_match_model(tl_per_dl):
     stream_ = [(0, t) for t in tls] + [(1, t) for t in resp]
     dut = DataLinkTx(F.ChipletParams(tl_per_dl=tl_per_dl, replay_depth=8))
     flits = _tx_capture(dut, stream_, 80 + 16 * len(stream_))
-    # the first flit on the wire is a bring-up control flit (sent before the peer's)
-    assert flits[0] == C.dl_frame([], DLHeader(ack=5, init=1, credit0=16, credit1=16),
-                                  tl_per_dl)
+    # the first flit on the wire is a bring-up control flit (sent before the peer's), marked
+    # ``fresh``: the DL has not been ACTIVE since its reset
+    assert flits[0] == C.dl_frame([], DLHeader(ack=5, init=1, fresh=1, credit0=16,
+                                               credit1=16), tl_per_dl)
     data = [f for f in flits if C.dl_parse(f, tl_per_dl)[1].data]
     want, seq = [], 0
     for i in range(0, len(stream_), tl_per_dl):
@@ -152,13 +154,17 @@ def test_dl_tx_flit_bytes_match_model(tl_per_dl):
     assert sorted(by_seq) == list(range(len(want)))
     for q, frames in by_seq.items():
         assert frames == {want[q]}, f"seq {q}"
-    # control flits between data flits are exact model frames too
+    # control flits between data flits are exact model frames too; bring-up flits are
+    # ``fresh`` until the first normal flit (the DL is ACTIVE from then on)
+    active = False
     for f in flits[1:]:
         ok, h, _ = C.dl_parse(f, tl_per_dl)
         assert ok
+        active |= not h.init
         if h.init:
             assert f == C.dl_frame([], DLHeader(ack=5, init=1, init_seen=h.init_seen,
-                                                credit0=16, credit1=16), tl_per_dl)
+                                                fresh=int(not active), credit0=16,
+                                                credit1=16), tl_per_dl)
         elif not h.data:
             assert f == C.dl_frame([], DLHeader(ack=5, init_seen=1, credit0=3, credit1=7),
                                    tl_per_dl)

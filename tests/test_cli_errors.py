@@ -340,7 +340,7 @@ def test_link_report_lines_name_what_they_count():
 @pytest.mark.parametrize("argv,match", [
     (["--seed", "x"], "--seed 'x' must be an integer"),
     (["--seed", "-1"], "--seed '-1' must be an integer"),
-    (["--rows", "ber,reset"], "--rows 'ber,reset': 'reset' is not one of"),
+    (["--rows", "ber,restart"], "--rows 'ber,restart': 'restart' is not one of"),
     (["--rows", ","], "--rows ',': 'empty'"),
     (["--json", "/proc/no/such/dir/x.json"], "--json"),
 ])

@@ -231,7 +231,7 @@ def _dl_run(params, cycles, good_until, ack_progress=False):
             good = cyc == 40 or (40 < cyc < good_until and cyc % 5 == 0)
             ctx.set(dut.i_rx_good, good)
             ctx.set(dut.i_rx_hdr.as_value(),
-                    F.DL_HEADER.pack(init=1, init_seen=1, credit0=16, credit1=16)
+                    F.DL_HEADER.pack(init=1, init_seen=1, fresh=1, credit0=16, credit1=16)
                     if cyc == 40 else F.DL_HEADER.pack(ack=0, init_seen=1))
             await ctx.delay(1e-10)
             trace.append((ctx.get(dut.o_state), ctx.get(dut.o_replays), ctx.get(dut.o_failed),

@@ -126,6 +126,11 @@ class CreditHarness(Elaboratable):
             tx.i_freed0.eq(AnySeq(CREDIT_BITS)),
             tx.i_freed1.eq(AnySeq(CREDIT_BITS)),
         ]
+        # the peer is never reset alone (a peer reset and its link reset, which clears
+        # these counters on both sides, are not explored); the invariant below closes the
+        # induction over the link-reset state
+        m.d.comb += [Assume(~ts["peer_reset"]), tx.i_lr_ready.eq(AnySeq(1)),
+                     Assert(~ts["lr_pend"], "no_link_reset_without_peer_reset")]
         vc = tx.i_tl.payload.vc
         # the TL layer offers a flit only with a credit of its VC
         m.d.comb += Assume(~tx.i_tl.valid | tx.o_credit_ok.bit_select(vc, 1))

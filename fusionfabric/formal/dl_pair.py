@@ -221,6 +221,14 @@ class DataLinkPairHarness(Elaboratable):
         # ---------------- link up ----------------
         m.d.comb += [tx.i_link_up.eq(AnySeq(1)), rx.i_link_up.eq(AnySeq(1))]
 
+        # ---------------- peer reset: not explored ----------------
+        # the far side is never reset alone (no bring-up flit of its reaches a sender past
+        # its own bring-up as a peer reset, so no link reset starts), and its receiver
+        # takes every good data flit (its own sender is past bring-up: ``i_accept``)
+        m.d.comb += [Assume(~ts["peer_reset"]), rx.i_accept.eq(1), rx.i_clear.eq(0),
+                     tx.i_lr_ready.eq(1)]
+        m.d.comb += Assert(~ts["lr_pend"], "no_link_reset_without_peer_reset")
+
         # ---------------- reverse channel ----------------
         rh = tx.i_rx_hdr
         good = Signal()

@@ -106,7 +106,8 @@ DL_HEADER = Fields([
     ("init_seen", 1),         # sender has received a good flit from this side since init
     ("credit0", CREDIT_BITS),  # cumulative TL flits freed on VC 0 (init: VC 0 buffer size)
     ("credit1", CREDIT_BITS),  # same for VC 1
-    ("rsvd", 10),
+    ("fresh", 1),             # bring-up flit of a DL not ACTIVE since its reset or link reset
+    ("rsvd", 9),
 ])
 assert DL_HEADER.width == 96
 
@@ -126,7 +127,7 @@ class LinkState(IntEnum):
     DOWN = 0
     INIT = 1
     ACTIVE = 2
-    FAILED = 3      #: replay limit or link-lost timeout; silent for ``retrain_holdoff``
+    FAILED = 3      #: replay limit, link-lost timeout or peer reset; silent for ``retrain_holdoff``
 
 
 #: Request opcodes without a completion (counted per opcode when refused: ``failed_*``).
@@ -163,6 +164,10 @@ STATUS = Fields([
     ("failed_reduce", 16),
     ("failed_result", 16),
     ("failed_cpl", 16),      # responses refused while failed (switch side only)
+    # peer reset (docs/protocol.md, "Peer reset and link reset")
+    ("fail_peer", 16),       # entries into FAILED because the peer was reset (counted in failures)
+    ("discarded", 16),       # TL flits of ours discarded by link resets (replay buffer, TL FIFOs)
+    ("stale_rsp", 16),       # responses to requests delivered before a link reset: dropped
 ])
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
 from fusionfabric.formats.chiplet import SRC_BITS, ChipletParams
-from .common import LINK_FAILED, STATUS, phy_layout, port_layout, sat_inc
+from fusionfabric.formats.chiplet import Opcode
+from .common import LINK_FAILED, STATUS, data_slots, phy_layout, port_layout, sat_inc
 from .dl_rx import DataLinkRx
 from .dl_tx import DataLinkTx
 from .tl_rx import WHOLE_MIN_CREDITS, TransactionRx
@@ -61,6 +62,11 @@ class Chiplet(wiring.Component):
     (``failed_multicast``/``_reduce``/``_result``), non-posted ones answered with an ERROR
     completion (when the completion timer exists; without it they are dropped and only
     ``cpl_refused`` counts them).
+
+    A chiplet reset alone is detected by its peer, which then performs a link reset
+    clearing the state of both sides (docs/protocol.md, "Peer reset and link reset"); with
+    ``rx_credits >= 5`` both receivers deliver whole messages only, so a message cut by a
+    peer reset never leaves ``o_req``/``o_rsp`` inside it.
 
     The ten are checked and kept as one
     :class:`~fusionfabric.formats.chiplet.ChipletParams`, ``self.params`` (a bad value
@@ -127,9 +133,11 @@ class Chiplet(wiring.Component):
         m.submodules.tl_tx = tltx = TransactionTx(stamp_src=self.params.stamp_src)
         m.submodules.dl_tx = dltx = DataLinkTx(self.params)
         m.submodules.dl_rx = dlrx = DataLinkRx(self.params)
-        # the switch side delivers whole messages only (TransactionRx ``whole``): a link that
-        # fails mid-message must not hold the switch's ingress inside it
-        whole = (not self.params.stamp_src) and self.params.rx_credits >= WHOLE_MIN_CREDITS
+        # whole messages only (TransactionRx ``whole``) wherever the buffer allows it: a
+        # link that fails mid-message must not hold the switch's ingress inside it, and a
+        # peer reset must not leave a message half delivered at an endpoint's port (its
+        # tail is gone with the peer's replay buffer)
+        whole = self.params.rx_credits >= WHOLE_MIN_CREDITS
         m.submodules.tl_rx0 = tlrx0 = TransactionRx(whole=whole)
         m.submodules.tl_rx1 = tlrx1 = TransactionRx(whole=whole)
         track = self.params.tracks_completions
@@ -143,7 +151,26 @@ class Chiplet(wiring.Component):
         connect(m, flipped(self.i_phy), dlrx.i_phy)
         connect(m, dlrx.o_slot0, tlrx0.i_slot)
         connect(m, dlrx.o_slot1, tlrx1.i_slot)
-        connect(m, tlrx0.o_beat, flipped(self.o_req))
+        # o_req: a non-posted request whose tag is still owed a response from before a link
+        # reset waits at its first beat (TransactionTx ``o_hold``); delivered ones are owed
+        beat = tlrx0.o_beat.payload
+        left = Signal(5)              # beats left in the o_req message after this one
+        first = left == 0
+        nonposted = ((beat.opcode == Opcode.WRITE) | (beat.opcode == Opcode.READ)
+                     | (beat.opcode == Opcode.ATOMIC_ADD))
+        hold = Signal()
+        if self.params.stamp_src:
+            m.d.comb += [tltx.i_hold_tag.eq(beat.tag),
+                         hold.eq(first & nonposted & tltx.o_hold)]
+        m.d.comb += [self.o_req.valid.eq(tlrx0.o_beat.valid & ~hold),
+                     self.o_req.payload.eq(beat),
+                     tlrx0.o_beat.ready.eq(self.o_req.ready & ~hold)]
+        took = self.o_req.valid & self.o_req.ready
+        with m.If(took):
+            nb = data_slots(beat.opcode, beat.length)
+            m.d.sync += left.eq(Mux(first, Mux(nb == 0, 0, nb - 1), left - 1))
+        m.d.comb += [tltx.i_owed_set.eq(took & first & nonposted),
+                     tltx.i_owed_tag.eq(beat.tag)]
         if track:
             connect(m, tlrx1.o_beat, trk.i_cpl)
             connect(m, trk.o_rsp, flipped(self.o_rsp))
@@ -161,6 +188,15 @@ class Chiplet(wiring.Component):
             # a FAILED data link ignores what it receives until it retrains
             dlrx.i_link_up.eq(self.i_link_up & (dltx.o_state != LINK_FAILED)),
             tltx.i_refuse.eq(dltx.o_failed),
+            # peer reset: the link reset (docs/protocol.md, "Peer reset and link reset")
+            dlrx.i_accept.eq(dltx.o_rx_accept),
+            tlrx0.i_drain.eq(dltx.o_lr_drain & dlrx.o_idle),
+            tlrx1.i_drain.eq(dltx.o_lr_drain & dlrx.o_idle),
+            dltx.i_lr_ready.eq(dlrx.o_idle & tlrx0.o_clean & tlrx1.o_clean),
+            dlrx.i_clear.eq(dltx.o_link_reset),
+            tlrx0.i_clear.eq(dltx.o_link_reset),
+            tlrx1.i_clear.eq(dltx.o_link_reset),
+            tltx.i_clear.eq(dltx.o_link_reset),
             dltx.i_rx_good.eq(dlrx.o_good),
             dltx.i_rx_hdr.eq(dlrx.o_hdr),
             dltx.i_rx_expected.eq(dlrx.o_expected),
@@ -168,8 +204,10 @@ class Chiplet(wiring.Component):
             dlrx.i_nak_sent.eq(dltx.o_nak_sent),
             dltx.i_freed0.eq(tlrx0.o_freed),
             dltx.i_freed1.eq(tlrx1.o_freed),
-            tlrx0.i_avail.eq(dlrx.o_level0),
-            tlrx1.i_avail.eq(dlrx.o_level1),
+            # an endpoint counts the slots the commit in progress will still write (a message
+            # inside one DL flit is not held back); the switch side only committed ones
+            tlrx0.i_avail.eq(dlrx.o_level0 + (dlrx.o_pending0 if self.params.stamp_src else 0)),
+            tlrx1.i_avail.eq(dlrx.o_level1 + (dlrx.o_pending1 if self.params.stamp_src else 0)),
         ]
         s = self.o_status
         m.d.comb += [
@@ -187,7 +225,12 @@ class Chiplet(wiring.Component):
             s.failed_reduce.eq(tltx.o_failed_reduce),
             s.failed_result.eq(tltx.o_failed_result),
             s.failed_cpl.eq(tltx.o_failed_cpl),
+            s.fail_peer.eq(dltx.o_fail_peer),
+            s.stale_rsp.eq(tltx.o_stale_rsp),
         ]
+        disc = Signal(17)
+        m.d.comb += [disc.eq(dltx.o_discarded + tltx.o_discarded),
+                     s.discarded.eq(Mux(disc[16], 0xFFFF, disc[:16]))]
         if track:
             m.d.comb += [s.cpl_timeouts.eq(trk.o_timeouts), s.cpl_refused.eq(trk.o_refused),
                          s.late_cpl.eq(trk.o_late)]

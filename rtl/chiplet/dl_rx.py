@@ -58,6 +58,15 @@ class DataLinkRx(wiring.Component):
     o_nak, i_nak_sent : Out(1), In(1)
     o_crc_err, o_seq_err, o_dup, o_frame_err, o_overflow, o_rx_flits : Out
         Saturating counters.
+    i_accept : In(1)
+        A good data flit may be committed (and sequence-checked); low, it is ignored whole
+        (a fresh DL and the peer's old-life flits: docs/protocol.md, "Peer reset and link
+        reset"). 1 when left unconnected.
+    o_pending0, o_pending1 : Out(8)
+        Slots of each VC the commit in progress has still to write (it always completes).
+    i_clear, o_idle : In(1), Out(1)
+        Link reset: nothing in the check and commit pipeline; the pulse that restarts the
+        expected sequence, episode and NAK (the FIFOs are drained by the TL receivers).
 
     Timing
     ------
@@ -89,6 +98,11 @@ class DataLinkRx(wiring.Component):
             "o_frame_err": Out(16),
             "o_overflow": Out(8),
             "o_rx_flits": Out(32),
+            "i_accept": In(1, init=1),
+            "i_clear": In(1),
+            "o_idle": Out(1),
+            "o_pending0": Out(8),
+            "o_pending1": Out(8),
         })
 
     def elaborate(self, platform):
@@ -163,7 +177,7 @@ class DataLinkRx(wiring.Component):
             m.d.sync += nak.eq(0)
         commit = Signal()
         dist = seq_dist(h.seq, expected)
-        with m.If(good & h.data):
+        with m.If(good & h.data & self.i_accept):
             with m.If(dist == 0):
                 m.d.comb += commit.eq(h.n_tl != 0)
                 m.d.sync += [expected.eq(expected + 1), episode.eq(0)]
@@ -199,4 +213,23 @@ class DataLinkRx(wiring.Component):
         for v, q in enumerate(fifos):
             m.d.comb += [q.w_data.eq(rp.data), q.w_en.eq(p_valid & (p_vc == v))]
             sat_inc(m, counters["overflow"], p_valid & (p_vc == v) & ~q.w_rdy)
+
+        # link reset: nothing in the check or commit pipeline (o_idle), then i_clear
+        # restarts the sequence state (the FIFOs are drained by the TL receivers)
+        m.d.comb += self.o_idle.eq(~r_in & ~chk & ~c_busy & ~p_valid)
+
+        # slots of each VC the commit in progress has still to write into the FIFO (the
+        # commit always runs to its end): a whole-message receiver may count them as there
+        for v, out in enumerate((self.o_pending0, self.o_pending1)):
+            total = p_valid & (p_vc == v)
+            for j in range(N):
+                # (no comparison against 0: constant, Verilator UNSIGNED)
+                left_j = Mux(c_k >= 4 * (j + 1), 0,
+                             Mux(c_k <= 4 * j, 4, (4 * (j + 1) - c_k)[:3]) if j else
+                             (4 - c_k)[:3])
+                live = c_busy & (c_last >= 4 * j) if j else c_busy
+                total = total + Mux(live & (c_vcb[j] == v), left_j, 0)
+            m.d.comb += out.eq(total)
+        with m.If(self.i_clear):
+            m.d.sync += [expected.eq(0), episode.eq(0), nak.eq(0), r_in.eq(0)]
         return m

@@ -53,9 +53,22 @@ class DataLinkTx(wiring.Component):
     **Bring-up.** ``i_link_up`` low: DOWN. Rising: INIT, sending control flits with
     ``init=1``, the buffer sizes and ``init_seen``. INIT → ACTIVE on a good flit from the
     peer that is either ``init`` with ``init_seen`` (it has heard us) or a normal flit (it
-    is active), once the peer's sizes are known; ``send_ptr`` is then rewound to the acked
-    point, so every unacknowledged flit is resent and the receiver drops the copies it
-    already has (sequence numbers survive a link drop; only reset clears them).
+    is active) whose ``ack`` lies in our window, once the peer's sizes are known;
+    ``send_ptr`` is then rewound to the acked point, so every unacknowledged flit is resent
+    and the receiver drops the copies it already has (sequence numbers survive a link drop;
+    only reset and a link reset clear them).
+
+    **Peer reset** (docs/protocol.md, "Peer reset and link reset"). Bring-up flits carry
+    ``fresh`` until the DL first reaches ACTIVE after its reset or a link reset. A fresh DL
+    takes only fresh bring-up flits and normal flits whose ack and credit returns fit its
+    empty window (``o_rx_accept`` tells the receiver whether a data flit may be committed).
+    A DL that is not fresh and gets a good fresh bring-up flit while ``peer_active`` (a good
+    flit without ``fresh`` came since its reset) or with ``init_seen`` = 0 goes FAILED
+    (``o_fail_peer``); while FAILED it stops filling, counts the unacknowledged entries'
+    TL flits out of the replay buffer (``o_discarded``), asks the receive side to drain to
+    a message boundary (``o_lr_drain``, answered by ``i_lr_ready``), and at the end of the
+    hold-off pulses ``o_link_reset``, clearing pointers, credits and bring-up state of both
+    layers before it goes DOWN.
 
     Parameters
     ----------
@@ -91,6 +104,12 @@ class DataLinkTx(wiring.Component):
         Entries into FAILED: all, by the replay limit, by the link-lost timeout.
     o_unacked : Out(7)
         Replay-buffer entries filled and not yet acknowledged.
+    o_fail_peer, o_discarded : Out(16)
+        Entries into FAILED by a peer reset; TL flits discarded by link resets.
+    o_rx_accept : Out(1)
+        The receiver may commit the good data flit of this cycle (0 only while fresh).
+    o_lr_drain, i_lr_ready, o_link_reset : Out(1), In(1), Out(1)
+        Link reset: drain request, receive side drained, the clearing pulse.
     o_replays, o_timeouts, o_credit_err, o_tx_flits, o_tx_replayed, o_replay_pos : Out
         Saturating counters (see ``fusionfabric.rtl.chiplet.common.STATUS``).
 
@@ -131,6 +150,12 @@ class DataLinkTx(wiring.Component):
             "o_fail_replay": Out(16),
             "o_fail_lost": Out(16),
             "o_unacked": Out(7),
+            "o_fail_peer": Out(16),
+            "o_discarded": Out(16),
+            "o_rx_accept": Out(1),
+            "o_lr_drain": Out(1),
+            "i_lr_ready": In(1),
+            "o_link_reset": Out(1),
         })
 
     def elaborate(self, platform):
@@ -172,7 +197,8 @@ class DataLinkTx(wiring.Component):
         f_k = Signal(2)
         f_vc = Signal(N)
         f_idle = Signal(range(p.close_timeout + 1))
-        room = seq_dist(fill_ptr, ack_ptr) < D
+        lr_pend = Signal()                          # a link reset is under way (FAILED)
+        room = (seq_dist(fill_ptr, ack_ptr) < D) & ~lr_pend
         fill_idx = fill_ptr[:d] if d else Const(0, 1)
         tl = self.i_tl.payload
         vc_next = Signal(N)
@@ -200,7 +226,7 @@ class DataLinkTx(wiring.Component):
                         complete(N, vc_next)
                     with m.Else():
                         m.d.sync += [f_j.eq(f_j + 1), f_vc.eq(vc_next)]
-            with m.Elif((f_j != 0) & (f_k == 0)):
+            with m.Elif((f_j != 0) & (f_k == 0) & ~lr_pend):
                 with m.If(f_idle == p.close_timeout - 1):   # never above (lint-clean at 1)
                     complete(f_j, f_vc)
                 with m.Else():
@@ -239,6 +265,8 @@ class DataLinkTx(wiring.Component):
         # trailer header, sampled when the trailer is issued
         hdr = Signal(DL_HEADER.layout())
         seen = Signal()
+        fresh = Signal(init=1)        # not ACTIVE since reset or the last link reset
+        peer_active = Signal()        # a good flit without ``fresh`` came from the peer
         # a flit finished after entering FAILED goes out as a bring-up flit without
         # init_seen (``seen`` is cleared there), so a peer in bring-up never takes it for
         # an active link
@@ -249,6 +277,7 @@ class DataLinkTx(wiring.Component):
             hdr.init.eq(is_init), hdr.init_seen.eq(seen),
             hdr.credit0.eq(Mux(is_init, p.rx_credits, self.i_freed0)),
             hdr.credit1.eq(Mux(is_init, p.rx_credits, self.i_freed1)),
+            hdr.fresh.eq(fresh & is_init),
         ]
 
         # stage B registers
@@ -316,11 +345,31 @@ class DataLinkTx(wiring.Component):
 
         # ---------------- receive side effects: acks, naks, credits, bring-up --------------
         rh = self.i_rx_hdr
-        good = self.i_rx_good & (state != LINK_DOWN) & (state != LINK_FAILED)
+        good_raw = self.i_rx_good & (state != LINK_DOWN) & (state != LINK_FAILED)
         d_new = seq_dist(rh.ack, ack_ptr)
         d_hi = seq_dist(hi_ptr, ack_ptr)
         d_send = seq_dist(send_ptr, ack_ptr)
         ack_ok = d_new <= d_hi
+        cred_ok = Signal()
+        m.d.comb += cred_ok.eq(
+            (((rh.credit0 - freed[0])[:CREDIT_BITS] <= (sent[0] - freed[0])[:CREDIT_BITS])
+             & ((rh.credit1 - freed[1])[:CREDIT_BITS] <= (sent[1] - freed[1])[:CREDIT_BITS])))
+        # Peer reset (docs/protocol.md, "Peer reset and link reset"): a good bring-up flit
+        # marked ``fresh`` reaching a DL that is not fresh itself, when the peer has already
+        # shown it was past its bring-up (``peer_active``) or has not heard us
+        # (``init_seen`` = 0, which a peer in the same life never sends again once we are
+        # ACTIVE), comes from a peer that was reset.
+        peer_reset = Signal()
+        m.d.comb += peer_reset.eq(good_raw & rh.init & rh.fresh & ~fresh
+                                  & (peer_active | ~rh.init_seen))
+        # A fresh DL takes only what the peer sent in the same life: fresh bring-up flits,
+        # and normal flits whose ack and credit returns fit its empty window (the peer is
+        # ACTIVE after hearing us). Anything else is ignored whole.
+        accept_normal = ~rh.init & ack_ok & cred_ok & limit_known
+        accept = ~fresh | Mux(rh.init, rh.fresh, accept_normal)
+        good = Signal()
+        m.d.comb += good.eq(good_raw & accept & ~peer_reset)
+        m.d.comb += self.o_rx_accept.eq(~fresh | accept_normal)
         replays = Signal(16)
         timeouts = Signal(16)
         credit_err = Signal(8)
@@ -401,18 +450,36 @@ class DataLinkTx(wiring.Component):
         failures = Signal(16)
         fail_replay = Signal(16)
         fail_lost = Signal(16)
+        fail_peer = Signal(16)
+        discarded = Signal(16)
         m.d.comb += [self.o_failed.eq(failed), self.o_failures.eq(failures),
                      self.o_fail_replay.eq(fail_replay), self.o_fail_lost.eq(fail_lost),
+                     self.o_fail_peer.eq(fail_peer), self.o_discarded.eq(discarded),
                      self.o_unacked.eq(seq_dist(fill_ptr, ack_ptr))]
         H = p.holdoff
         hold = Signal(range(H + 1))
-        fail = (over | lost_fire) & (state != LINK_FAILED)
+        fail = (over | lost_fire | peer_reset) & (state != LINK_FAILED)
+
+        # Link reset, prepared while FAILED: the fill stops (``room``), the unacknowledged
+        # entries are counted out of the replay buffer one per cycle (``discarded``: their
+        # TL flits), the receive side drains to a message boundary (``o_lr_drain``, ready
+        # on ``i_lr_ready``); at the end of the hold-off the pulse ``o_link_reset`` clears
+        # the sequence and credit state of both layers and both directions.
+        walk = (state == LINK_FAILED) & lr_pend & (ack_ptr != fill_ptr)
+        with m.If(walk):
+            m.d.sync += ack_ptr.eq(ack_ptr + 1)
+            sat_add = discarded + ntl_all.word_select(ack_ptr[:d] if d else Const(0, 1), nb)
+            m.d.sync += discarded.eq(Mux(sat_add > 0xFFFF, 0xFFFF, sat_add))
+        lr_done = lr_pend & (ack_ptr == fill_ptr) & self.i_lr_ready
+        m.d.comb += [self.o_lr_drain.eq(lr_pend & (state == LINK_FAILED)),
+                     self.o_link_reset.eq((state == LINK_FAILED) & (hold == H - 1) & lr_done)]
 
         # link state
         with m.If(state == LINK_FAILED):
             m.d.sync += seen.eq(0)
             with m.If(hold == H - 1):     # never above (lint-clean at H = 1)
-                m.d.sync += [state.eq(LINK_DOWN), hold.eq(0)]
+                with m.If(~lr_pend | lr_done):
+                    m.d.sync += [state.eq(LINK_DOWN), hold.eq(0)]
             with m.Else():
                 m.d.sync += hold.eq(hold + 1)
         with m.Elif(fail):
@@ -420,14 +487,33 @@ class DataLinkTx(wiring.Component):
             sat_inc(m, failures, 1)
             sat_inc(m, fail_replay, over)
             sat_inc(m, fail_lost, lost_fire & ~over)
+            sat_inc(m, fail_peer, peer_reset & ~over & ~lost_fire)
+            with m.If(peer_reset):
+                m.d.sync += lr_pend.eq(1)
         with m.Elif(~self.i_link_up):
             m.d.sync += [state.eq(LINK_DOWN), seen.eq(0)]
         with m.Elif(state == LINK_DOWN):
             m.d.sync += [state.eq(LINK_INIT), seen.eq(0)]
         with m.Elif(good):
             m.d.sync += seen.eq(1)
-            with m.If((state == LINK_INIT) & (rh.init_seen | ~rh.init)
+            # ACTIVE on a normal flit only if its ack lies in our window: a DL that lost
+            # its state (a fresh one) is not taken ACTIVE by the peer's old-life flits
+            with m.If((state == LINK_INIT) & Mux(rh.init, rh.init_seen, ack_ok)
                       & (limit_known | rh.init)):
-                m.d.sync += [state.eq(LINK_ACTIVE), failed.eq(0),
+                m.d.sync += [state.eq(LINK_ACTIVE), failed.eq(0), fresh.eq(0),
                              send_ptr.eq(Mux(ack_ok, rh.ack, ack_ptr))]
+        with m.If(good & ~rh.fresh):
+            m.d.sync += peer_active.eq(1)
+
+        # the link reset itself (last: it overrides every other update of these registers)
+        with m.If(self.o_link_reset):
+            m.d.sync += [ack_ptr.eq(0), send_ptr.eq(0), fill_ptr.eq(0), hi_ptr.eq(0),
+                         limit_known.eq(0), f_j.eq(0), f_k.eq(0), f_vc.eq(0), f_idle.eq(0),
+                         nprog.eq(0), timer.eq(0), fresh.eq(1), peer_active.eq(0),
+                         lr_pend.eq(0)]
+            for v in range(2):
+                m.d.sync += [sent[v].eq(0), freed[v].eq(0), limit[v].eq(0)]
+            # the TL flits of the entry being filled
+            sat_add = discarded + f_j
+            m.d.sync += discarded.eq(Mux(sat_add > 0xFFFF, 0xFFFF, sat_add))
         return m

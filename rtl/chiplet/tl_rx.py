@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -41,6 +41,11 @@ class TransactionRx(wiring.Component):
         Cumulative count of TL flits consumed (mod 4096): the credits to return.
     i_avail : In(16)
         With ``whole``: slots in the receive buffer, the one on ``i_slot`` included.
+    i_drain, i_clear, o_clean : In(1), In(1), Out(1)
+        Link reset (docs/protocol.md, "Peer reset and link reset"): while ``i_drain`` the
+        message in progress is finished (without ``whole``, with zero beats where its tail
+        never came) and every later slot is discarded; ``o_clean``: at a message boundary
+        with no slot waiting; ``i_clear`` restarts the parse state and ``o_freed``.
 
     Timing
     ------
@@ -58,6 +63,9 @@ class TransactionRx(wiring.Component):
             "o_beat": Out(stream.Signature(port_layout())),
             "o_freed": Out(CREDIT_BITS),
             "i_avail": In(16),
+            "i_drain": In(1),
+            "i_clear": In(1),
+            "o_clean": Out(1),
         })
 
     def elaborate(self, platform):
@@ -75,17 +83,26 @@ class TransactionRx(wiring.Component):
         m.d.comb += nds.eq(data_slots(head.opcode, head.length))
         pop = Signal()
         emit = Signal()     # this slot makes an output beat (X-safe: gated by valid)
-        m.d.comb += self.o_beat.valid.eq(self.i_slot.valid & emit)
-        with m.If(skip):
+        # link reset (docs/protocol.md, "Peer reset and link reset"): with ``i_drain`` the
+        # message in progress is finished and every slot after it is discarded; without
+        # ``whole`` a message whose tail never came is finished with zero beats (``cut``)
+        cut = Signal()
+        if not self.whole:
+            m.d.comb += cut.eq(self.i_drain & ~self.i_slot.valid & (rem != 0))
+        m.d.comb += [self.o_beat.valid.eq((self.i_slot.valid | cut) & emit),
+                     self.o_clean.eq((rem == 0) & ~self.i_slot.valid)]
+        with m.If(self.i_drain & (rem == 0)):
+            m.d.comb += [self.i_slot.ready.eq(1), pop.eq(self.i_slot.valid)]
+        with m.Elif(skip):
             m.d.comb += [self.i_slot.ready.eq(1), pop.eq(self.i_slot.valid)]
             with m.If(pop & (k == 3)):
                 m.d.sync += skip.eq(0)
         with m.Elif(rem != 0):
             m.d.comb += [emit.eq(1),
-                         out.data.eq(slot), out.hdr.eq(hdr),
+                         out.data.eq(Mux(cut, 0, slot)), out.hdr.eq(hdr),
                          self.i_slot.ready.eq(self.o_beat.ready),
                          pop.eq(self.i_slot.valid & self.o_beat.ready)]
-            with m.If(pop):
+            with m.If(pop | (cut & self.o_beat.ready)):
                 m.d.sync += rem.eq(rem - 1)
         with m.Elif(head.opcode == Opcode.NULL):
             m.d.comb += [self.i_slot.ready.eq(1), pop.eq(self.i_slot.valid)]
@@ -105,4 +122,6 @@ class TransactionRx(wiring.Component):
             m.d.sync += k.eq(k + 1)
             with m.If(k == 3):
                 m.d.sync += freed.eq(freed + 1)
+        with m.If(self.i_clear):
+            m.d.sync += [k.eq(0), rem.eq(0), skip.eq(0), freed.eq(0)]
         return m

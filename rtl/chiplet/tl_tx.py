@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -42,6 +42,15 @@ class TransactionTx(wiring.Component):
     (its flits have room). Responses (``i_rsp``) are refused the same way only without
     ``stamp_src`` (the switch side of a fabric link, whose egress must keep draining the
     switch), counted in ``o_failed_cpl``; an endpoint's responses wait for the link.
+
+    **Link reset** (``i_clear``, docs/protocol.md "Peer reset and link reset"): the open TL
+    flits and both flit FIFOs are discarded (their TL flits counted in ``o_discarded``); a
+    message whose beats are still coming on a port is dropped to its end. An endpoint
+    (``stamp_src``) keeps the tags of non-posted requests delivered on ``o_req`` and not
+    yet answered (``i_owed_set``/``i_owed_tag``, cleared by the response's header on
+    ``i_rsp``); a link reset makes them stale: their responses are dropped whole
+    (``o_stale_rsp``) and ``o_hold`` (the stale bit of ``i_hold_tag``) holds a new request
+    with such a tag on ``o_req``.
 
     Parameters
     ----------
@@ -101,11 +110,19 @@ class TransactionTx(wiring.Component):
             "o_failed_reduce": Out(16),
             "o_failed_result": Out(16),
             "o_failed_cpl": Out(16),
+            "i_clear": In(1),
+            "o_discarded": Out(16),
+            "i_owed_set": In(1),
+            "i_owed_tag": In(TAG_BITS),
+            "i_hold_tag": In(TAG_BITS),
+            "o_hold": Out(1),
+            "o_stale_rsp": Out(16),
         })
 
-    def _packer(self, m, vc, port, bad, refuse=None):
+    def _packer(self, m, vc, port, bad, drop, can_refuse):
         q = fifo.SyncFIFOBuffered(width=4 * SLOT_BITS, depth=FLIT_FIFO_DEPTH)
-        m.submodules[f"flits{vc}"] = q
+        # a link reset empties the FIFO (its TL flits are counted as discarded)
+        m.submodules[f"flits{vc}"] = ResetInserter(self.i_clear)(q)
         slots = [Signal(SLOT_BITS, name=f"p{vc}_slot{i}") for i in range(3)]
         pos = Signal(2, name=f"p{vc}_pos")
         rem = Signal(5, name=f"p{vc}_rem")       # data slots left in the current message
@@ -119,8 +136,11 @@ class TransactionTx(wiring.Component):
         m.d.comb += nds.eq(data_slots(beat.opcode, beat.length))
         ok_op = valid_opcode(beat.opcode, vc)
         refusing = Signal(name=f"p{vc}_refusing")
-        if refuse is not None:
-            m.d.comb += refusing.eq((refuse[0] != 0) | (port.valid & self.i_refuse))
+        m.d.comb += refusing.eq((drop != 0) | (port.valid & self.i_refuse & can_refuse))
+        # endpoint responses to requests delivered before a link reset (``stale``)
+        stale_hit = Signal(name=f"p{vc}_stale_hit")
+        if vc == 1 and self.stamp_src:
+            m.d.comb += stale_hit.eq(port.valid & self._stale.bit_select(beat.tag, 1))
         # room for every TL flit the message completes, reserved before its header is
         # taken: once started, a message is packed to its end without waiting for the link
         need = Signal(range(FLIT_FIFO_DEPTH + 1), name=f"p{vc}_need")
@@ -133,6 +153,7 @@ class TransactionTx(wiring.Component):
         can = Signal(name=f"p{vc}_can")
         m.d.comb += can.eq((pos != 3) | q.w_rdy)
         padding = Signal(name=f"p{vc}_padding")   # NULL until the end of this TL flit
+        go = Signal(name=f"p{vc}_go")             # a message header is taken
         with m.If(rem != 0):
             # data slot of the current message
             m.d.comb += [word.eq(beat.data), wr.eq(port.valid & can),
@@ -144,11 +165,16 @@ class TransactionTx(wiring.Component):
             sat_inc(m, bad, 1)
         with m.Elif(refusing):
             # a message dropped whole while i_refuse: its first beat here, the rest
-            # counted down in ``drop`` (requests; responses too without ``stamp_src``).
+            # counted down in ``drop`` (requests; responses too without ``stamp_src``;
+            # and the tail of a message cut by a link reset).
             # Before the padding: a flit that cannot be closed (its FIFO full while the
             # link is failed) must not hold the port
-            if refuse is not None:
-                self._refuse(m, port, beat, nds, refuse[0], vc)
+            self._refuse(m, port, beat, nds, drop, vc)
+        with m.Elif(stale_hit):
+            # dropped whole; the request it answers was delivered before a link reset
+            m.d.comb += port.ready.eq(1)
+            m.d.sync += drop.eq(Mux(nds == 0, 0, nds - 1))
+            sat_inc(m, self._stale_cnt, 1)
         with m.Elif(padding):
             m.d.comb += [word.eq(0), wr.eq(can)]
             with m.If(can & (pos == 3)):
@@ -156,7 +182,6 @@ class TransactionTx(wiring.Component):
         with m.Elif(port.valid):
             # header slot, once the message's flits have room; a message without data is
             # consumed with it
-            go = Signal(name=f"p{vc}_go")
             m.d.comb += [go.eq(can & room), word.eq(hdr), wr.eq(go),
                          port.ready.eq(go & (nds == 0))]
             with m.If(go):
@@ -176,6 +201,24 @@ class TransactionTx(wiring.Component):
         flit = Signal(tl_slots_layout(), name=f"p{vc}_flit")     # slots 0..2 held, 3 = word
         m.d.comb += [*(flit[i].eq(slots[i]) for i in range(3)), flit[3].eq(word)]
         m.d.comb += [q.w_data.eq(flit), q.w_en.eq(wr & (pos == 3))]
+        if vc == 1 and self.stamp_src:
+            # plain expressions (continuous assignments): Icarus would leave a process
+            # whose inputs keep their time-0 values at X, and X would stick in the vectors
+            at_start = (rem == 0) & ok_op & ~refusing
+            m.d.comb += [
+                self._stale_clr.eq(Mux(at_start & stale_hit, 1 << beat.tag, 0)),
+                self._owed_clr.eq(Mux(at_start & ~stale_hit & ~padding & port.valid & can
+                                      & room, 1 << beat.tag, 0))]
+        # link reset: the open TL flit and the FIFO are discarded; a message whose beats
+        # are still coming on the port is dropped to its end (``drop``), so packing
+        # resumes at a message boundary
+        with m.If(self.i_clear):
+            m.d.sync += [pos.eq(0), padding.eq(0)]
+            with m.If(rem != 0):
+                m.d.sync += [rem.eq(0), drop.eq(rem - (port.valid & port.ready))]
+            with m.Elif(go):
+                m.d.sync += [rem.eq(0), drop.eq(nds)]
+        self._flushed.append(q.level + (pos != 0))
         return q
 
     @staticmethod
@@ -203,6 +246,17 @@ class TransactionTx(wiring.Component):
         m = Module()
         self._failed = {n: Signal(16, name=f"failed_{n}") for n in ("multicast", "reduce",
                                                                     "result", "cpl")}
+        self._flushed = []
+        # Endpoint (``stamp_src``) completer side: ``owed`` tags of non-posted requests
+        # delivered on ``o_req`` and not yet answered on ``i_rsp``; a link reset turns them
+        # ``stale``: their responses are dropped, and a new request with a stale tag is
+        # held on ``o_req`` (``o_hold``) until that response has come and gone
+        ntag = 1 << TAG_BITS
+        owed, stale = Signal(ntag), Signal(ntag)
+        self._stale = stale
+        self._owed_clr, self._stale_clr = Signal(ntag), Signal(ntag)
+        self._stale_cnt = Signal(16)
+        m.d.comb += self.o_stale_rsp.eq(self._stale_cnt)
         for n, sig in self._failed.items():
             m.d.comb += getattr(self, f"o_failed_{n}").eq(sig)
         beat = self.i_req.payload
@@ -212,11 +266,27 @@ class TransactionTx(wiring.Component):
         bad = Signal(8)
         m.d.comb += self.o_bad_op.eq(bad)
         bad0, bad1 = Signal(8), Signal(8)
-        q0 = self._packer(m, 0, self.i_req, bad0, (drop,))
+        q0 = self._packer(m, 0, self.i_req, bad0, drop, True)
         # the switch side refuses responses too: the switch's egress must keep draining
-        drop1 = Signal(5)         # data beats left of a refused response
-        q1 = self._packer(m, 1, self.i_rsp, bad1, None if self.stamp_src else (drop1,))
+        drop1 = Signal(5)         # data beats left of a dropped response
+        q1 = self._packer(m, 1, self.i_rsp, bad1, drop1, not self.stamp_src)
         m.d.comb += bad.eq(Mux(bad0 + bad1 > 255, 255, bad0 + bad1))
+
+        if self.stamp_src:
+            owed_set = Signal(ntag)
+            m.d.comb += owed_set.eq(Mux(self.i_owed_set, 1 << self.i_owed_tag, 0))
+            with m.If(self.i_clear):
+                m.d.sync += [owed.eq(owed_set),
+                             stale.eq((stale & ~self._stale_clr) | (owed & ~self._owed_clr))]
+            with m.Else():
+                m.d.sync += [owed.eq((owed & ~self._owed_clr) | owed_set),
+                             stale.eq(stale & ~self._stale_clr)]
+            m.d.comb += self.o_hold.eq(stale.bit_select(self.i_hold_tag, 1))
+        discarded = Signal(16)
+        m.d.comb += self.o_discarded.eq(discarded)
+        with m.If(self.i_clear):
+            add = discarded + self._flushed[0] + self._flushed[1]
+            m.d.sync += discarded.eq(Mux(add > 0xFFFF, 0xFFFF, add))
 
         # Arbiter: lock a choice until the TL flit is taken; alternate when both eligible.
         locked = Signal()
@@ -239,4 +309,6 @@ class TransactionTx(wiring.Component):
             m.d.sync += [locked.eq(0), last.eq(cur)]
         with m.Elif(valid):
             m.d.sync += [locked.eq(1), sel.eq(cur)]
+        with m.If(self.i_clear):
+            m.d.sync += locked.eq(0)
         return m

@@ -7,7 +7,7 @@ components): :class:`ChipletPair` (two chiplets back to back through fault chann
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Module, ResetInserter, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
@@ -65,11 +65,15 @@ class _Channel(wiring.Component):
         return m
 
 
-def _pair_members(err_width: int) -> dict:
+def _pair_members(err_width: int, resets: bool = False) -> dict:
     """The members both pair harnesses share: each side's four accelerator ports, link-up
     input and status; each direction's fault inputs (``i_err`` of ``err_width`` bits) and
-    hit/word counters."""
+    hit/word counters; with ``resets``, ``i_rst_a``/``i_rst_b``: a reset of one chiplet
+    alone (the rest of the harness keeps running)."""
     sig = {}
+    if resets:
+        sig["i_rst_a"] = In(1)
+        sig["i_rst_b"] = In(1)
     for side in ("a", "b"):
         for port, flow in (("i_req", In), ("o_req", Out), ("i_rsp", In), ("o_rsp", Out)):
             sig[f"{side}_{port}"] = flow(stream.Signature(port_layout()))
@@ -90,22 +94,30 @@ class ChipletPair(wiring.Component):
     Members: ``a_i_req`` ... ``b_o_rsp`` (the four accelerator ports of each side),
     ``i_err_ab``/``i_drop_ab``/``i_dark_ab`` (and ``_ba``) fault inputs applied to the word
     entering the channel that cycle, ``i_link_up_a``/``i_link_up_b``, ``o_status_a``/
-    ``o_status_b``, ``o_hit_ab``/``o_hit_ba`` (flits hit by a fault).
+    ``o_status_b``, ``o_hit_ab``/``o_hit_ba`` (flits hit by a fault). With
+    ``resets=True`` also ``i_rst_a``/``i_rst_b``: while high, that chiplet alone is held in
+    reset (a peer reset, docs/protocol.md "Peer reset and link reset").
     """
 
-    def __init__(self, latency=4, **params):
+    def __init__(self, latency=4, resets=False, **params):
         if not isinstance(latency, int) or not 1 <= latency <= 256:
             raise ValueError(f"latency={latency!r} must be in 1..256")
         self.latency = latency
+        self.resets = bool(resets)
         self.params = params
         self.a = Chiplet(**params)
         self.b = Chiplet(**params)
-        super().__init__(_pair_members(PHY_WORD.width))
+        super().__init__(_pair_members(PHY_WORD.width, self.resets))
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.a = a = self.a
-        m.submodules.b = b = self.b
+        a, b = self.a, self.b
+        if self.resets:
+            m.submodules.a = ResetInserter(self.i_rst_a)(a)
+            m.submodules.b = ResetInserter(self.i_rst_b)(b)
+        else:
+            m.submodules.a = a
+            m.submodules.b = b
         m.submodules.ab = ab = _Channel(self.latency)
         m.submodules.ba = ba = _Channel(self.latency)
         for side, c, nid in (("a", a, NODE_A), ("b", b, NODE_B)):
@@ -134,16 +146,18 @@ class ChipletPcsPair(wiring.Component):
     ``latency``) → ``PcsRx`` → :class:`PcsToPhy` → chiplet (the adapters built with the
     chiplet's ``tl_per_dl`` and ``start_every``; ``PcsToPhy.i_link_up`` is the PCS
     receiver's ``o_link_up``), and each chiplet's ``i_link_up`` is its PCS receiver's
-    ``o_link_up`` AND ``i_link_up_*``."""
+    ``o_link_up`` AND ``i_link_up_*``. ``resets=True`` adds ``i_rst_a``/``i_rst_b`` as in
+    :class:`ChipletPair` (the chiplet alone: its PCS and adapters keep running)."""
 
-    def __init__(self, latency=4, am_period=64, start_every=16, **params):
+    def __init__(self, latency=4, am_period=64, start_every=16, resets=False, **params):
         self.latency = latency
         self.am_period = am_period
         self.start_every = start_every
+        self.resets = bool(resets)
         self.params = params
         self.a = Chiplet(**params)
         self.b = Chiplet(**params)
-        sig = _pair_members(132)
+        sig = _pair_members(132, self.resets)
         for side in ("a", "b"):
             sig[f"o_pcs_up_{side}"] = Out(1)
         for d in ("ab", "ba"):
@@ -152,8 +166,13 @@ class ChipletPcsPair(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.a = a = self.a
-        m.submodules.b = b = self.b
+        a, b = self.a, self.b
+        if self.resets:
+            m.submodules.a = ResetInserter(self.i_rst_a)(a)
+            m.submodules.b = ResetInserter(self.i_rst_b)(b)
+        else:
+            m.submodules.a = a
+            m.submodules.b = b
         pcs_up = {}
         for d, src, dst in (("ab", a, b), ("ba", b, a)):
             tl = src.params.tl_per_dl
