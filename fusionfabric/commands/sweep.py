@@ -207,7 +207,7 @@ def run(args):
     if args.plot:
         from fusionfabric.sim.fabric.plot import plot_sweep
 
-        plot_sweep([r], args.plot, title=f"{cfg.traffic.pattern}, {cfg.switch.n_ports} "
+        plot_sweep([r], args.plot, title=f"{cfg.traffic.pattern}, {cfg.endpoints} "
                    f"ports, seed {cfg.run.seed}")
         say(f"wrote {args.plot}")
     return 0
