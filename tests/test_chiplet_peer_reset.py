@@ -92,6 +92,33 @@ def test_peer_reset_slow_completer(seed):
 
 @pytest.mark.cocotb
 @pytest.mark.soak
+def test_peer_reset_catches_planted_stale(monkeypatch):
+    """The verdict catches a completer side that forgets which responses are stale: with
+    TransactionTx's ``stale`` vector held at 0 (planted after the RTL's own update, last
+    assignment wins), an old response of A reaches B as the completion of a new request
+    with the same tag (seed 7 of the slow-completer run)."""
+    from fusionfabric.rtl.chiplet import tl_tx
+
+    orig = tl_tx.TransactionTx.elaborate
+
+    def planted(self, platform):
+        m = orig(self, platform)
+        if self.stamp_src:
+            m.d.sync += self._stale.eq(0)
+        return m
+
+    monkeypatch.setattr(tl_tx.TransactionTx, "elaborate", planted)
+    with pytest.raises(runner.CocotbFailure, match="is not its response"):
+        runner.run("chiplet-pair-reset-planted", "fusionfabric.tb.chiplet.test_peer_reset",
+                   PARAMS, sim="icarus", seed=7, name="peer-reset-planted-stale",
+                   component=ChipletPair(latency=LATENCY, resets=True, **PARAMS),
+                   planted_fault=True,
+                   test_args={"n": 40, "reset_side": "b", "reset_at": 400, "rsp_delay": 200,
+                              "retrain_bound": retrain_bound(PARAMS)})
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
 @pytest.mark.parametrize("side", ["a", "b"])
 @pytest.mark.parametrize("seed,reset_at", [(2, 150), (3, 450), (4, 900), (5, 10), (6, 22)])
 def test_peer_reset_soak(side, seed, reset_at):
