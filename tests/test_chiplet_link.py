@@ -61,6 +61,17 @@ def test_link_verilator_ber1e5_drops():
 
 
 @pytest.mark.cocotb
+def test_link_drop_in_first_bring_up():
+    """B's link comes up 40 cycles after A's, so B goes ACTIVE a round trip before A; a PHY
+    drop of both sides at the first cycle B is ACTIVE and A still in its first bring-up
+    (fresh). After it A ignores B's bring-up flits (not fresh) and B refreshes
+    (docs/protocol.md, "Peer reset and link reset") instead of taking A for a reset peer:
+    zero loss, duplication or corruption, both ACTIVE."""
+    result = _run({}, "icarus", {"n": 20, "bringup_drop": 50})
+    assert result.tests and not result.failed
+
+
+@pytest.mark.cocotb
 def test_link_through_pcs():
     """Both directions through the 64b/66b PCS (2 lanes, START blocks delimit DL flits,
     link_up from PCS lock), bit errors on the raw lanes (sync headers included) and a PHY

@@ -66,12 +66,13 @@ def test_peer_reset_in_traffic():
 
 @pytest.mark.cocotb
 def test_peer_reset_in_first_bring_up_converges():
-    """The corner case: B reset for one cycle at cycle 18, while A's fresh bring-up flits
-    are still on their way to it. B's new life takes them and then A's first normal flits
-    (ack 0, no credits: nothing was exchanged yet) and goes ACTIVE; A sees B's fresh flits
-    with ``init_seen`` = 0 and performs a link reset, then B, ACTIVE, sees A's fresh flits
-    and performs a second one: two link resets, both ACTIVE again within twice the bound,
-    the verdict holds for both sides."""
+    """The corner case (docs/protocol.md): B reset for one cycle at cycle 18. A goes ACTIVE
+    on a bring-up flit of B's old life; B's new life takes A's fresh bring-up flits and
+    normal flits (ack 0, no credits) and goes ACTIVE with ``peer_active``; A, without
+    ``peer_active``, refreshes on B's fresh flits with ``init_seen`` = 0; B takes A's
+    fresh flits for a peer reset (link reset), and A, by then with ``peer_active``, takes
+    B's fresh flits after it for another: two link resets, both ACTIVE again within twice
+    the bound, the verdict holds for both sides."""
     result = _run(1, "peer-reset-b-bringup", n=20, reset_side="b", reset_at=18,
                   reset_cycles=1, link_resets=2)
     assert result.tests and not result.failed

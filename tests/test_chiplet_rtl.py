@@ -107,6 +107,9 @@ def _tx_capture(dut, tl_flits, cycles, ack=5, freed=(3, 7)):
                                                           credit0=16, credit1=16))
         ctx.set(dut.i_rx_good, 1)
         await ctx.tick()
+        # then a normal flit of the peer, ACTIVE: data flits go out only after one
+        ctx.set(dut.i_rx_hdr.as_value(), F.DL_HEADER.pack(init_seen=1))
+        await ctx.tick()
         ctx.set(dut.i_rx_good, 0)
         await tl.run(ctx)
 

@@ -59,12 +59,16 @@ class DataLinkTx(wiring.Component):
     only reset and a link reset clear them).
 
     **Peer reset** (docs/protocol.md, "Peer reset and link reset"). Bring-up flits carry
-    ``fresh`` until the DL first reaches ACTIVE after its reset or a link reset. A fresh DL
-    takes only fresh bring-up flits and normal flits whose ack and credit returns fit its
-    empty window (``o_rx_accept`` tells the receiver whether a data flit may be committed).
-    A DL that is not fresh and gets a good fresh bring-up flit while ``peer_active`` (a good
-    flit without ``fresh`` came since its reset) or with ``init_seen`` = 0 goes FAILED
-    (``o_fail_peer``); while FAILED it stops filling, counts the unacknowledged entries'
+    ``fresh`` until the DL first reaches ACTIVE after its reset, a link reset or a refresh
+    (below). A fresh DL takes only fresh bring-up flits and normal flits whose ack and
+    credit returns fit its empty window (``o_rx_accept`` tells the receiver whether a data
+    flit may be committed). Data flits go out only after a good flit without ``fresh``
+    came from the peer since the last reset or link reset (``peer_active``). A DL that is
+    not fresh and gets a good fresh bring-up flit: with ``peer_active``, goes FAILED
+    (``o_fail_peer``); without it and with the flit's ``init_seen`` = 0, becomes fresh
+    again and returns to INIT (a refresh: it has sent no data and taken none, so its state
+    is that of a fresh DL but for TL flits waiting to be sent). While FAILED by a peer reset
+    it stops filling, counts the unacknowledged entries'
     TL flits out of the replay buffer (``o_discarded``), asks the receive side to drain to
     a message boundary (``o_lr_drain``, answered by ``i_lr_ready``), and at the end of the
     hold-off pulses ``o_link_reset``, clearing pointers, credits and bring-up state of both
@@ -243,7 +247,10 @@ class DataLinkTx(wiring.Component):
         s_ntl = Signal(range(N + 1))
         s_vcb = Signal(N)
         send_idx = send_ptr[:d] if d else Const(0, 1)
-        have_data = (state == LINK_ACTIVE) & (send_ptr != fill_ptr)
+        # data flits go out only once the peer has shown it is ACTIVE in the life we know
+        # (``peer_active``): until then nothing of ours can have been committed over there
+        peer_active = Signal()        # a good flit without ``fresh`` came from the peer
+        have_data = (state == LINK_ACTIVE) & peer_active & (send_ptr != fill_ptr)
         cur_on = Signal()
         sending = (state != LINK_DOWN) & (state != LINK_FAILED)
         cur_k = Signal(range(SL + 1))
@@ -266,7 +273,6 @@ class DataLinkTx(wiring.Component):
         hdr = Signal(DL_HEADER.layout())
         seen = Signal()
         fresh = Signal(init=1)        # not ACTIVE since reset or the last link reset
-        peer_active = Signal()        # a good flit without ``fresh`` came from the peer
         # a flit finished after entering FAILED goes out as a bring-up flit without
         # init_seen (``seen`` is cleared there), so a peer in bring-up never takes it for
         # an active link
@@ -355,13 +361,19 @@ class DataLinkTx(wiring.Component):
             (((rh.credit0 - freed[0])[:CREDIT_BITS] <= (sent[0] - freed[0])[:CREDIT_BITS])
              & ((rh.credit1 - freed[1])[:CREDIT_BITS] <= (sent[1] - freed[1])[:CREDIT_BITS])))
         # Peer reset (docs/protocol.md, "Peer reset and link reset"): a good bring-up flit
-        # marked ``fresh`` reaching a DL that is not fresh itself, when the peer has already
-        # shown it was past its bring-up (``peer_active``) or has not heard us
-        # (``init_seen`` = 0, which a peer in the same life never sends again once we are
-        # ACTIVE), comes from a peer that was reset.
+        # marked ``fresh`` reaching a DL that is not fresh itself comes from a peer whose
+        # state is zero. With ``peer_active`` we may have sent it data and taken its data
+        # and acks: a peer reset, ended by a link reset. Without it we have sent no data
+        # and taken none, so nothing of ours is beyond zero but what waits to be sent: if
+        # the peer has not heard us (``init_seen`` = 0: a new life, or one that lost the
+        # PHY before its own bring-up completed) we become fresh again and go through
+        # bring-up (``refresh``); with ``init_seen`` it is the same life as ours, still in
+        # bring-up, and the flit is taken as usual.
+        fresh_in = good_raw & rh.init & rh.fresh & ~fresh
         peer_reset = Signal()
-        m.d.comb += peer_reset.eq(good_raw & rh.init & rh.fresh & ~fresh
-                                  & (peer_active | ~rh.init_seen))
+        refresh = Signal()
+        m.d.comb += [peer_reset.eq(fresh_in & peer_active),
+                     refresh.eq(fresh_in & ~peer_active & ~rh.init_seen)]
         # A fresh DL takes only what the peer sent in the same life: fresh bring-up flits,
         # and normal flits whose ack and credit returns fit its empty window (the peer is
         # ACTIVE after hearing us). Anything else is ignored whole.
@@ -494,6 +506,8 @@ class DataLinkTx(wiring.Component):
             m.d.sync += [state.eq(LINK_DOWN), seen.eq(0)]
         with m.Elif(state == LINK_DOWN):
             m.d.sync += [state.eq(LINK_INIT), seen.eq(0)]
+        with m.Elif(refresh):
+            m.d.sync += [state.eq(LINK_INIT), seen.eq(1), fresh.eq(1)]
         with m.Elif(good):
             m.d.sync += seen.eq(1)
             # ACTIVE on a normal flit only if its ack lies in our window: a DL that lost

@@ -227,6 +227,11 @@ class LinkTB(TB):
         self.lane_bursts = a.get("lane_bursts")          # [lo, hi, rate]
         # the lanes of one direction dark (zeros) for ``cycles`` cycles from cycle ``start``
         self.dark_lane = a.get("dark_lane")              # [start, cycles] or [start, cycles, d]
+        # B's link up 40 cycles after A's, then a PHY drop of both sides for ``cycles``
+        # cycles at the first cycle one side is ACTIVE and the other not yet (inside the
+        # first bring-up); the cycle and states then are kept in ``bringup_drop_states``
+        self.bringup_drop = a.get("bringup_drop")        # cycles
+        self.bringup_drop_states = None
         if self.lane_bursts is not None:
             lo, hi, rate = self.lane_bursts
             if not (self.pcs and 1 <= int(lo) <= int(hi) <= 64 and 0 < float(rate) < 1):
@@ -420,6 +425,30 @@ class LinkTB(TB):
                 for fn in self.on_bringup:
                     fn(busy)
 
+    async def drop_in_bringup(self, cycles):
+        # B comes up 40 cycles after A, so that A hears B's first bring-up flit after
+        # having sent its own: B goes ACTIVE a round trip before A
+        self.dut.i_link_up_b.value = 0
+        await Timer(10 * 40, unit="ns")
+        await FallingEdge(self.clk)
+        self.dut.i_link_up_b.value = 1
+        while True:
+            await FallingEdge(self.clk)
+            st = tuple(self.status(s)["state"] for s in "ab")
+            if sorted(st) == [1, 2]:            # one ACTIVE, the other in INIT
+                break
+        self.bringup_drop_states = (self.cycle, st)
+        for s in "ab":
+            getattr(self.dut, f"i_link_up_{s}").value = 0
+        self.dut.i_dark_ab.value = 1
+        self.dut.i_dark_ba.value = 1
+        await Timer(10 * cycles, unit="ns")
+        await FallingEdge(self.clk)
+        self.dut.i_dark_ab.value = 0
+        self.dut.i_dark_ba.value = 0
+        for s in "ab":
+            getattr(self.dut, f"i_link_up_{s}").value = 1
+
     def pending_report(self):
         """What is still outstanding: scoreboard queues, sources, tags, DUT status."""
         out = {"cycle": self.cycle,
@@ -466,6 +495,8 @@ class LinkTB(TB):
         for d in ("ab", "ba"):
             cocotb.start_soon(self.faults(d))
         outages = cocotb.start_soon(self.outages())
+        if self.bringup_drop:
+            cocotb.start_soon(self.drop_in_bringup(int(self.bringup_drop)))
         dark_lane = cocotb.start_soon(self.dark_lane_event()) if self.dark_lane else None
         cocotb.start_soon(self.watch_link())
         if self.pause:

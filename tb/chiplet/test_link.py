@@ -100,9 +100,14 @@ async def test_traffic(dut):
         assert ev["pcs_lock_losses"] >= 1 and ev["link_downs"] >= 1, (ev, tb.seed)
         assert ev["pcs_relocks"] == ev["pcs_lock_losses"], (ev, tb.seed)
         assert ev["link_recoveries"] == ev["link_downs"], (ev, tb.seed)
+    if tb.bringup_drop:
+        # the drop came inside the first bring-up, one side ACTIVE and the other in INIT
+        assert tb.bringup_drop_states is not None, tb.seed
+        tb.log.warning("bring-up drop at cycle %d, states (a, b) %s", *tb.bringup_drop_states)
     if tb.lane_bursts is not None:
         assert tb.link_events["bursts"] >= 4, (tb.link_events, tb.seed)
     pure_bit_errors = not (tb.first_flips or tb.drop_rate or tb.dark_events or tb.link_drops
+                           or tb.bringup_drop
                            or tb.pcs)
     if pure_bit_errors:
         # every flit hit by an injected error is detected by the CRC, exactly once
