@@ -272,7 +272,7 @@ class DataLinkTx(wiring.Component):
         # trailer header, sampled when the trailer is issued
         hdr = Signal(DL_HEADER.layout())
         seen = Signal()
-        fresh = Signal(init=1)        # not ACTIVE since reset or the last link reset
+        fresh = Signal(init=1)        # not ACTIVE since reset, the last link reset or refresh
         # a flit finished after entering FAILED goes out as a bring-up flit without
         # init_seen (``seen`` is cleared there), so a peer in bring-up never takes it for
         # an active link
