@@ -116,12 +116,15 @@ def test_ecmp_is_the_flow_hash_stable_per_flow_and_spread():
 
 def adaptive_reference(occupancy, requests):
     """Independent statement of the adaptive rule for packets whose first flits reach the
-    leaf's ingress in the same cycle, in input order: each takes the uplink with the fewest
-    flits queued (ties: lowest index) and adds its flit there."""
+    leaf's ingress in the same cycle, in input order: each (source, destination) takes the
+    uplink with the fewest flits queued, ties to the first in cyclic order from the flow's
+    ECMP uplink (``splitmix_flow_hash`` mod spines), and adds its flit there."""
     occ = list(occupancy)
+    S = len(occ)
     out = []
-    for _ in requests:
-        k = min(range(len(occ)), key=lambda j: (occ[j], j))
+    for src, dest in requests:
+        s0 = splitmix_flow_hash(src, dest) % S
+        k = min(range(S), key=lambda j: (occ[j], (j - s0) % S))
         out.append(k)
         occ[k] += 1
     return out
@@ -131,7 +134,7 @@ def test_adaptive_takes_the_least_occupied_uplink():
     """Leaf 0 (8 endpoints, 4 uplinks, VOQ depth 8, output buffers 4): all 8 endpoints
     start a packet to leaf 1 in cycle 0; endpoint 0's is 200 flits to endpoint 8, which
     never accepts a flit, so its uplink fills (VOQ + output buffer, 12 flits) and stays
-    locked to it, with the 1-flit packet that also took uplink 0 waiting behind it. In
+    locked to it, with the 1-flit packets that also took that uplink waiting behind it. In
     cycle 100 endpoints 1-7 start 1-flit packets: the other uplinks are empty again by
     then. Every destination is 0 mod 4: deterministic routing would use uplink 0 for all."""
     L, E, S, depth, out_depth = 2, 8, 4, 8, 4
@@ -144,18 +147,26 @@ def test_adaptive_takes_the_least_occupied_uplink():
     h = hops(fab)
     up = (h["sw"] == 0) & (h["port"] >= E)
     first = (h["sw"] == 0) & (h["flit"] == 0)
-    assert not ((h["src"] == 4) & (h["seq"] == 0)).any()       # stuck behind the lock
     chosen = {(s, q): o - E for s, q, o in zip(h["src"][up & first].tolist(),
                                               h["seq"][up & first].tolist(),
                                               h["port"][up & first].tolist())}
-    assert fab.s["q_cnt"][0, 4].tolist() == [0] * E + [1, 0, 0, 0]   # its flit: uplink 0
-    chosen[(4, 0)] = 0
-    assert [chosen[(i, 0)] for i in range(E)] == adaptive_reference([0] * S, range(E))
-    assert adaptive_reference([0] * S, range(E)) == [0, 1, 2, 3, 0, 1, 2, 3]
+    ref1 = adaptive_reference([0] * S, [(0, 8)] + [(i, 12) for i in range(1, E)])
+    assert sorted(ref1) == [0, 0, 1, 1, 2, 2, 3, 3]            # empty uplinks: spread
+    u0 = ref1[0]                                               # the long packet's uplink
+    stuck = [i for i in range(1, E) if ref1[i] == u0]
+    assert len(stuck) == 1
+    for i in stuck:
+        # never left the leaf: its flit waits in input i's VOQ for the locked uplink
+        assert not ((h["src"] == i) & (h["seq"] == 0)).any()
+        assert fab.s["q_cnt"][0, i].tolist() == [0] * (E + u0) + [1] + [0] * (S - u0 - 1)
+        chosen[(i, 0)] = u0
+    assert [chosen[(i, 0)] for i in range(E)] == ref1
     second = [chosen[(i, 1)] for i in range(1, E)]
-    assert second == adaptive_reference([depth + out_depth + 1, 0, 0, 0], range(1, E))
+    occ = [0] * S
+    occ[u0] = depth + out_depth + len(stuck)
+    assert second == adaptive_reference(occ, [(i, 12) for i in range(1, E)])
     long_up = up & (h["src"] == 0)
-    assert set(h["port"][long_up].tolist()) == {E}             # one uplink per packet
+    assert set(h["port"][long_up].tolist()) == {E + u0}        # one uplink per packet
 
 
 def test_adaptive_spreads_what_deterministic_funnels_into_one_uplink():

@@ -137,8 +137,9 @@ def _route(i, d, info, e0, nep, NE, EPL, SPINES, ROUTING, occ, hold):
     a leaf sends a local destination to its port and any other up a spine port
     ``nep + k``: ``d mod SPINES`` (deterministic), the ECMP hash of (source, ``d``), or
     (adaptive) the uplink with the fewest flits queued for it in the leaf (VOQs of every
-    input plus its output buffer, ``occ``; ties to the lowest), chosen at the packet's
-    first flit and held in ``hold[i]`` for its other flits."""
+    input plus its output buffer, ``occ``; ties to the first in cyclic order from the
+    flow's ECMP uplink), chosen at the packet's first flit and held in ``hold[i]`` for its
+    other flits."""
     if d >= NE:
         return -1
     if nep == 0:
@@ -151,8 +152,11 @@ def _route(i, d, info, e0, nep, NE, EPL, SPINES, ROUTING, occ, hold):
         src = (info >> SRC_SHIFT) & SRC_MASK
         return nep + ecmp_hash(src, d) % SPINES
     if (info >> 44) & 1:
-        k = nep
-        for o in range(nep + 1, nep + SPINES):
+        src = (info >> SRC_SHIFT) & SRC_MASK
+        s0 = ecmp_hash(src, d) % SPINES
+        k = nep + s0
+        for j in range(1, SPINES):
+            o = nep + (s0 + j) % SPINES
             if occ[o] < occ[k]:
                 k = o
         hold[i] = k
