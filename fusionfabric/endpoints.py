@@ -86,11 +86,15 @@ def _number(text: str, what: str, item: str) -> int:
 
 
 def parse_endpoints(text: str, *, lane_profile: str = "64b66b",
-                    switch_ports: int = DEFAULT_SWITCH_PORTS) -> tuple[EndpointGroup, ...]:
+                    switch_ports: int = DEFAULT_SWITCH_PORTS,
+                    lane_limit: tuple[int, str] | None = None) -> tuple[EndpointGroup, ...]:
     """The groups of an endpoint list, in order; ``ValueError`` (one line naming the bad
     value) on an empty list or item, an unknown kind, a lane or endpoint count of zero or
     not a number, lanes the profile does not take, or more endpoints than
-    ``switch_ports`` (or fewer than 2)."""
+    ``switch_ports`` (or fewer than 2).
+
+    ``lane_limit = (n, name)`` replaces the profile's lane counts by ``1..n``, the bound
+    called ``name`` in the message (the fabric model: ``phys.lanes``, a full-rate port)."""
     max_lanes(lane_profile)
     if not isinstance(switch_ports, int) or isinstance(switch_ports, bool) or switch_ports < 2:
         raise ValueError(f"switch_ports={switch_ports!r} must be an integer >= 2")
@@ -113,12 +117,16 @@ def parse_endpoints(text: str, *, lane_profile: str = "64b66b",
         lanes = _number(m["lanes"], "lanes", item)
         count = _number(m["count"], "count", item)
         allowed = PROFILES[lane_profile]
+        if lane_limit is not None:
+            allowed = tuple(range(1, int(lane_limit[0]) + 1))
         if lanes == 0:
             raise ValueError(f"lanes=0 in endpoint item {item!r}: an endpoint needs at "
                              "least 1 lane")
         if lanes > max(allowed):
+            bound = (f"{lane_limit[1]}={lane_limit[0]}" if lane_limit is not None else
+                     f"{lane_profile} profile's maximum of {max(allowed)}")
             raise ValueError(f"lanes={lanes} in endpoint item {item!r} is above the "
-                             f"{lane_profile} profile's maximum of {max(allowed)}")
+                             f"{bound}")
         if lanes not in allowed:
             raise ValueError(f"lanes={lanes} in endpoint item {item!r} is not a lane count "
                              f"of the {lane_profile} profile "

@@ -51,12 +51,17 @@ def add_arguments(p):
 
 
 def format_table(r) -> str:
-    from fusionfabric.sim.fabric.phys import rack_report
+    from fusionfabric.sim.fabric.phys import kind_report, rack_report
 
     cfg = r["config"]
-    from fusionfabric.sim.fabric.config import PhysParams
+    from fusionfabric.sim.fabric.config import PhysParams, load_config
     phys = PhysParams(**cfg["phys"])
     n = r.get("endpoints") or cfg["switch"]["n_ports"]
+    lanes = None
+    if cfg["link"].get("ports"):
+        c = load_config(None, [f"link.ports={cfg['link']['ports']}",
+                               f"switch.n_ports={n}", f"phys.lanes={phys.lanes}"])
+        lanes = [l for _, l in c.port_table()]
     lines = [f"# {cfg['traffic']['pattern']} on {n} ports, mode {cfg['switch']['mode']}, "
              f"depth {cfg['switch']['depth']}, iSLIP iterations {r['iterations']}, "
              f"seed {r['seed']}, engine {r['engine']}",
@@ -69,10 +74,10 @@ def format_table(r) -> str:
                  "radix {radix}, oversubscription {oversubscription:g}, routing "
                  "{routing}".format(**r["topology"])]),
              f"{'load':>5} {'seed':>4} {'offered':>8} {'accepted':>8} {'lat_mean':>9} "
-             f"{'p50':>6} {'p99':>6} {'max':>7} {'TB/s':>7} {'of 259':>6}  sat"]
+             f"{'p50':>6} {'p99':>6} {'max':>7} {'TB/s':>7} {'of agg':>6}  sat"]
     for p in r["points"]:
         rep = rack_report(phys, n, p["accepted"], cfg["phys"]["header_flits"],
-                          cfg["traffic"]["packet_size"])
+                          cfg["traffic"]["packet_size"], port_lanes=lanes)
         lm = p["latency_mean"]
         lines.append(
             f"{p['load']:>5.2f} {p['seed']:>4} {p['offered']:>8.4f} {p['accepted']:>8.4f} "
@@ -80,10 +85,24 @@ def format_table(r) -> str:
             f"{p['latency_p99']:>6.0f} {str(p['latency_max']):>7} "
             f"{rep['achieved_TBps']:>7.1f} {100 * rep['fraction_of_aggregate']:>5.1f}%"
             f"  {'SAT' if p['saturated'] else ''}")
-    rep = rack_report(phys, n, 1.0)
-    lines.append(f"# rack aggregate {rep['rack_aggregate_TBps']:.1f} TB/s = {n} x "
-                 f"{rep['per_accelerator_TBps']:.2f} TB/s; TB/s column: payload moved, "
-                 f"both directions, at the accepted throughput")
+    rep = rack_report(phys, n, 1.0, port_lanes=lanes)
+    if lanes is None:
+        lines.append(f"# rack aggregate {rep['rack_aggregate_TBps']:.1f} TB/s = {n} x "
+                     f"{rep['per_accelerator_TBps']:.2f} TB/s; TB/s column: payload moved, "
+                     f"both directions, at the accepted throughput")
+    else:
+        lines.append(f"# rack aggregate {rep['rack_aggregate_TBps']:.1f} TB/s over "
+                     f"{sum(lanes)} lanes ({cfg['link']['ports']}; "
+                     f"{rep['per_accelerator_TBps']:.2f} TB/s per {phys.lanes}-lane port); "
+                     f"TB/s column: payload moved, both directions")
+        last = max(r["points"], key=lambda q: (q["seed"] == 0, q["load"]))
+        for kind, k in kind_report(phys, last["per_kind"]).items():
+            pk = last["per_kind"][kind]
+            lines.append(f"# {kind}: {k['ports']} ports, {k['lanes']} lanes, "
+                         f"{k['line_TBps']:.2f} TB/s = {100 * k['share_of_rack']:.1f} % of "
+                         f"the rack; at load {last['load']:g}: moved {k['moved_TBps']:.2f} "
+                         f"TB/s, sent {pk['sent_of_line']:.3f} and received "
+                         f"{pk['received_of_line']:.3f} of its line rate")
     ob = r.get("output_bound")
     for seed, s in r["summary"].items():
         lines.append(f"# seed index {seed}: saturation throughput "

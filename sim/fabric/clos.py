@@ -88,7 +88,8 @@ class ClosFabric:
         LM, KM = max(L, L2), max(K, K2)
         cap = switch.depth
         G = 1
-        self.groups = _k.Groups(np.zeros((G, N), np.bool_), np.zeros(G, np.bool_))
+        self.groups = _k.Groups(np.zeros((G, N), np.bool_), np.zeros(G, np.bool_),
+                                np.ones((max(N, topo.endpoints), 1), np.bool_))
         self.p = np.zeros(len(_k.P), dtype=np.int64)
         pv = dict(N=N, FIFO=0, CAP=cap, ITERS=iters, OUT_DEPTH=switch.out_depth, L=L,
                   FRAME=link.frame_period, K=K, SQ=src_queue, H=self.HIST, W0=window[0],

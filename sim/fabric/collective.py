@@ -8,6 +8,10 @@ Time is built from cycle-model measurements, NCCL-style bandwidths from the time
   framing slots lower ``rho``; link latency raises ``l``);
 * ``m = ceil(bytes / payload_bytes)`` flits per rank.
 
+With ports of different rates (``link.ports``) ``rho`` is the *slowest* port's delivered
+rate with every source saturated (``traffic.own_rate = false``): the ranks advance step by step
+together, so the slowest member bounds the ring and the all-to-all.
+
 ``allreduce --algo ring``
     2(n-1) steps of ``ceil(m/n)`` flits to the next rank (ring pattern), flit-level
     cut-through between steps: ``T = 2(n-1) ceil(m/n) / rho_ring + 2(n-1) + l``
@@ -85,7 +89,11 @@ def _measure(cfg: Config, pattern: str, cycles: int) -> tuple[float, float]:
     c.traffic.packet_size = 1
     c.run.cycles, c.run.warmup, c.run.drain, c.run.seeds = cycles, cycles // 4, 0, 1
     c.run.loads = "1.0"
-    rho = run_sweep(c, progress=False)["points"][0]["accepted"]
+    c.traffic.own_rate = False       # every source saturated, a slower one backs up
+    pt = run_sweep(c, progress=False)["points"][0]
+    # ports of different rates (link.ports): every rank moves in step with the others, so
+    # the slowest port's delivered rate bounds the collective, not the mean
+    rho = min(pt["per_port"]["accepted"]) if cfg.link.ports else pt["accepted"]
     c.run.loads = "0.01"
     c.run.drain = cycles
     lat = run_sweep(c, progress=False)["points"][0]["latency_p50"]

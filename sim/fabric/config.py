@@ -77,6 +77,10 @@ class LinkParams:
                          "(0: 2*latency+1, enough for line rate)", lo=0)
     frame_period: int = _f(0, "one framing (idle) slot every N cycles on each link; 0: none",
                            lo=0)
+    ports: str = _f("", "the switch's ports by kind and lanes, KIND:LANESxCOUNT,... "
+                        "(fusionfabric/endpoints.py; e.g. accelerator:36x64,cpu:9x8): a "
+                        "port of l lanes moves l/phys.lanes flits per cycle each way; "
+                        "empty: every port accelerator at phys.lanes")
 
 
 @dataclass
@@ -96,6 +100,9 @@ class TrafficParams:
     placement_seed: int = _f(-1, "MoE: seed of the expert placement on ports, the same for "
                                  "every load point (-1: the run seed)", lo=-1)
     trace_file: str = _f("", "trace replay: CSV or JSONL with cycle,source,destination,size")
+    own_rate: bool = _f(True, "with link.ports: the load is a fraction of each source's own "
+                              "line rate (false: of the full rate, so a slower source "
+                              "offered more than it can send backs up)")
 
 
 @dataclass
@@ -213,6 +220,39 @@ class Config:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def port_groups(self):
+        """The parsed ``link.ports`` (:func:`fusionfabric.endpoints.parse_endpoints`; lanes
+        1..``phys.lanes``, exactly ``switch.n_ports`` ports), or ``None`` when empty."""
+        from fusionfabric.endpoints import parse_endpoints
+        text = self.link.ports
+        if not text:
+            return None
+        if self.topology.kind == "clos":
+            raise ConfigError(f"link.ports={text!r}: ports of different kinds and rates are "
+                              "modelled on one switch (topology.kind=crossbar) only")
+        try:
+            groups = parse_endpoints(text, switch_ports=self.switch.n_ports,
+                                     lane_limit=(self.phys.lanes, "phys.lanes"))
+        except ValueError as exc:
+            raise ConfigError(f"link.ports: {exc}") from None
+        total = sum(g.count for g in groups)
+        if total != self.switch.n_ports:
+            raise ConfigError(f"link.ports={text!r} lists {total} ports, the switch has "
+                              f"switch.n_ports={self.switch.n_ports}: list every port")
+        if self.traffic.pattern in ("bursty",):
+            raise ConfigError(f"traffic.pattern={self.traffic.pattern} is not modelled with "
+                              "link.ports (its on/off process has no per-port rate)")
+        return groups
+
+    def port_table(self) -> list[tuple[str, int]]:
+        """``(kind, lanes)`` of every port: from ``link.ports``, or every port an
+        accelerator of ``phys.lanes`` lanes."""
+        from fusionfabric.endpoints import expand
+        groups = self.port_groups()
+        if groups is None:
+            return [("accelerator", self.phys.lanes)] * self.endpoints
+        return [(e.kind, e.lanes) for e in expand(groups)]
+
     def set(self, key: str, value: Any) -> None:
         """Set ``section.key`` (or a key unique across sections) from a value or string."""
         section, name = _resolve_key(key)
@@ -229,6 +269,8 @@ class Config:
                               f"phys.flit_bytes={self.phys.flit_bytes}")
         if self.topology.kind == "clos":
             check_clos(self.topology, self.switch)
+        if self.link.ports:
+            self.port_groups()
         top = max_iterations(self.switch.n_ports)
         if self.topology.kind == "crossbar" and self.switch.iterations > top:
             raise ConfigError(f"switch.iterations={self.switch.iterations} is above the "

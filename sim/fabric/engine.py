@@ -14,7 +14,7 @@ import numpy as np
 from . import kernel as _k
 from .config import LinkParams, SwitchParams, max_iterations
 
-__all__ = ["Fabric", "Departures"]
+__all__ = ["link_slots", "Fabric", "Departures"]
 
 
 class Departures:
@@ -41,6 +41,26 @@ class Departures:
                         self.seq[m].tolist(), self.flit[m].tolist()))
 
 
+def link_slots(n_ports: int, port_lanes=None, full_lanes: int | None = None) -> np.ndarray:
+    """The link slots of each port, ``(n_ports, R)`` bool, cycle ``t`` at column ``t % R``.
+
+    A port of ``l`` lanes, where a full-rate port has ``R`` (``full_lanes``), may move a flit
+    each way at cycle ``t`` when ``(t * l) mod R >= R - l``: ``l`` slots in every ``R``
+    cycles, spread evenly (the cycles at which ``floor(t * l / R)`` steps up, counted from
+    the one before). ``None``: one column of ones (every port at the full rate)."""
+    if port_lanes is None:
+        return np.ones((n_ports, 1), np.bool_)
+    lanes = [int(x) for x in port_lanes]
+    if len(lanes) != n_ports:
+        raise ValueError(f"port_lanes has {len(lanes)} entries for {n_ports} ports")
+    R = int(full_lanes) if full_lanes is not None else max(lanes)
+    for p, l in enumerate(lanes):
+        if not 1 <= l <= R:
+            raise ValueError(f"port_lanes[{p}]={l} is outside 1..{R} (full_lanes)")
+    t = np.arange(R)
+    return np.stack([(t * l) % R >= R - l for l in lanes]).astype(np.bool_)
+
+
 class Fabric:
     """``batch`` independent copies of one switch configuration with their links.
 
@@ -63,6 +83,12 @@ class Fabric:
         Keep every departure (for the exactness check); ``log_capacity`` entries.
     parallel : bool
         Run the batch points on numba threads when there are 4 or more and no log.
+    port_lanes : sequence of int, optional
+        Lanes of each port (``n_ports`` entries, 1..``full_lanes``): port ``p`` moves a flit
+        each way only in ``port_lanes[p]`` of every ``full_lanes`` cycles (:func:`link_slots`).
+        Default: every port at the full rate, one flit per cycle.
+    full_lanes : int, optional
+        Lanes of a full-rate port (one flit per cycle); default ``max(port_lanes)``.
 
     Members
     -------
@@ -76,7 +102,7 @@ class Fabric:
     def __init__(self, switch: SwitchParams, link: LinkParams | None = None, batch: int = 1,
                  *, groups: dict | None = None, window: tuple[int, int] = (0, 1 << 62),
                  src_queue: int = 4096, log: bool = False, log_capacity: int = 1 << 20,
-                 parallel: bool = True):
+                 parallel: bool = True, port_lanes=None, full_lanes: int | None = None):
         link = link or LinkParams()
         self.parallel = parallel
         n = switch.n_ports
@@ -111,7 +137,9 @@ class Fabric:
             self.p[_k.P[k]] = v
         z = np.zeros
         i64 = np.int64
-        self.groups = _k.Groups(self.members, self.gvalid)
+        self.port_lanes = None if port_lanes is None else [int(x) for x in port_lanes]
+        self.groups = _k.Groups(self.members, self.gvalid,
+                                link_slots(n, self.port_lanes, full_lanes))
         self.state = _k.State(
             q_gen=z((B, n, nq, cap), i64), q_info=z((B, n, nq, cap), i64),
             q_head=z((B, n, nq), i64), q_cnt=z((B, n, nq), i64),

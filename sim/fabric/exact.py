@@ -33,16 +33,19 @@ def _dense(packets, n, cycles):
 
 
 def run_trace(switch: SwitchParams, packets, cycles: int, *, link: LinkParams | None = None,
-              ready=None, groups=None, fabric_out: list | None = None):
+              ready=None, groups=None, fabric_out: list | None = None, port_lanes=None,
+              full_lanes: int | None = None):
     """Run one trace; return the departures as ``(cycle, out, src, seq, flit)`` tuples.
 
     ``ready``: optional ``(cycles, n_ports)`` bool array, ``o_port`` ready per cycle.
+    ``port_lanes`` / ``full_lanes``: ports of different rates (:class:`Fabric`).
     """
     n = switch.n_ports
     gdest, gsize, gkind = _dense(packets, n, cycles)
     fab = Fabric(switch, link or LinkParams(), 1, groups=groups, log=True,
                  log_capacity=max(1024, 4 * int(gsize.sum()) * n),
-                 src_queue=max(16, len(packets) + 1))
+                 src_queue=max(16, len(packets) + 1), port_lanes=port_lanes,
+                 full_lanes=full_lanes)
     rdy = None if ready is None else np.asarray(ready, bool)[None, :cycles]
     fab.step(gdest, gsize, gkind, rdy)
     if fabric_out is not None:

@@ -15,12 +15,13 @@ Order of evaluation inside cycle ``t`` (every decision reads the state at the st
 writes take effect for t+1, as in the RTL):
 
 1. traffic: packets created in t enter their source queue (overflow: counted drop);
-2. link, sender side: credits returned for t arrive; a source with a credit and no
-   framing slot puts its next flit on the link; flits that left ``latency`` cycles ago
-   enter the link's receive FIFO, whose head is ``i_port[i]`` (latency 0: same cycle);
+2. link, sender side: credits returned for t arrive; a source with a credit, no framing
+   slot and a link slot of its port's rate puts its next flit on the link; flits that left
+   ``latency`` cycles ago enter the link's receive FIFO, whose head is ``i_port[i]``
+   (latency 0: same cycle);
 3. output stage: ``o_port[o]`` valid = output buffer non-empty; ready = the output-ready
-   pattern and no framing slot and an egress credit; a handshake pops, delivers at
-   ``t + latency`` and returns one switch credit for t+1;
+   pattern, no framing slot, a link slot of the port's rate and an egress credit; a
+   handshake pops, delivers at ``t + latency`` and returns one switch credit for t+1;
 4. allocator: requests from VOQ counts, credits and locks at the start of t; iSLIP rounds;
    round-1 matches move the pointers; matched heads move to the output buffers
    (credit - 1), VOQs pop (FIFO mode: per-member ``hdone``), unicast flits lock/unlock;
@@ -91,8 +92,12 @@ for _i in range(64):
     _DB_TABLE[((1 << _i) * 0x03F79D71B4CB0A89 % (1 << 64)) >> 58] = _i
 
 
-#: The multicast group table (static for a run): ``members[g, o]``, ``gvalid[g]``.
-Groups = namedtuple("Groups", ("members", "gvalid"))
+#: The static tables of a run: the multicast group table ``members[g, o]``, ``gvalid[g]``,
+#: and the link slots of each endpoint port, ``slots[port, t % R]`` (``R`` =
+#: ``slots.shape[1]``): a port of ``l`` lanes of the widest port's ``R`` moves a flit in
+#: ``l`` of every ``R`` cycles, each way (docs/model.md, "Ports of different rates"); one
+#: column of ones when every port runs at the full rate.
+Groups = namedtuple("Groups", ("members", "gvalid", "slots"))
 #: One chunk of ``C`` cycles, arrays ``(batch, C, n_ports)``: packets created (destination,
 #: size in flits (0: none), kind) and the ``o_port`` ready pattern (``(1, 1, 1)`` when the
 #: parameter ``USE_READY`` is 0).
@@ -218,6 +223,7 @@ def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, grou
     t = T0 + c
     in_window = (t >= W0) and (t < W1)
     framing = FRAME > 0 and (t % FRAME) == FRAME - 1
+    r_slot = t % groups.slots.shape[1]
 
     # ---- 1. traffic --------------------------------------------------------
     for i in range(nep):
@@ -264,7 +270,8 @@ def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, grou
         r = r_cr
         state.tcred[b, i] += state.cr_ret[b, i, r]
         state.cr_ret[b, i, r] = 0
-        if state.sq_cnt[b, i] > 0 and state.tcred[b, i] > 0 and not framing:
+        if (state.sq_cnt[b, i] > 0 and state.tcred[b, i] > 0 and not framing
+                and groups.slots[e0 + i, r_slot]):
             h = state.sq_head[b, i]
             fl = state.sq_flit[b, i]
             sz = state.sq_size[b, i, h]
@@ -317,7 +324,7 @@ def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, grou
         state.ecr_ret[b, o, r] = 0
         if state.ob_cnt[b, o] == 0:
             continue
-        rdy = state.ecred[b, o] > 0 and not framing
+        rdy = state.ecred[b, o] > 0 and not framing and groups.slots[e0 + o, r_slot]
         if USE_READY and not traffic.ready[tb, c, e0 + o]:
             rdy = False
         if not rdy:

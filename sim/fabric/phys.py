@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from .config import PhysParams
 
-__all__ = ["PortRate", "port_rate", "rack_report", "packet_efficiency", "lane_rate_for",
+__all__ = ["PortRate", "port_rate", "rack_report", "kind_report", "packet_efficiency", "lane_rate_for",
            "ENCODING", "FEC", "HopLatency", "hop_latency", "fec_latency_cycles"]
 
 ENCODING = {"none": 1.0, "64b66b": 64 / 66, "256b257b": 256 / 257}
@@ -95,16 +95,21 @@ def packet_efficiency(packet_size: int, header_flits: int) -> float:
 
 
 def rack_report(phys: PhysParams, n_ports: int, accepted: float,
-                header_flits: int = 0, packet_size: int = 1) -> dict:
+                header_flits: int = 0, packet_size: int = 1,
+                port_lanes: list[int] | None = None) -> dict:
     """The rack aggregate and the share of it a pattern achieves.
 
     ``accepted`` is the measured throughput in flits per cycle per port (delivered); in
     steady state every port also injects that much, so the bytes moved per second, both
-    directions, are ``2 x accepted x n_ports x payload rate``.
+    directions, are ``2 x accepted x n_ports x payload rate`` (one flit per cycle is a
+    full-rate port's payload rate). ``port_lanes``: ports of different lanes
+    (``link.ports``); the aggregate is then their lanes' signalling rate, a port of ``l``
+    lanes counting ``l / phys.lanes`` of an accelerator's.
     """
     r = port_rate(phys)
     eff = packet_efficiency(packet_size, header_flits)
-    aggregate = n_ports * r.accelerator_Bps
+    aggregate = (n_ports * r.accelerator_Bps if port_lanes is None else
+                 sum(port_lanes) / phys.lanes * r.accelerator_Bps)
     achieved = 2 * accepted * n_ports * r.payload_Bps * eff
     return {
         "per_accelerator_TBps": r.accelerator_Bps / 1e12,
@@ -116,6 +121,22 @@ def rack_report(phys: PhysParams, n_ports: int, accepted: float,
         "fraction_of_aggregate": achieved / aggregate,
         "cycle_ps": r.cycle_s * 1e12,
     }
+
+
+def kind_report(phys: PhysParams, per_kind: dict) -> dict:
+    """Each port kind's share of the rack's bandwidth (a sweep point's ``per_kind``,
+    :func:`~fusionfabric.sim.fabric.stats.kind_stats`): its line rate both directions in
+    TB/s (signalling, the announced kind of figure), its share of the rack's, and the
+    payload it moved both directions (TB/s) at the measured flits per cycle."""
+    r = port_rate(phys)
+    total = sum(k["lanes"] for k in per_kind.values())
+    out = {}
+    for kind, k in per_kind.items():
+        line = k["lanes"] / phys.lanes * r.accelerator_Bps
+        out[kind] = {"ports": k["ports"], "lanes": k["lanes"],
+                     "line_TBps": line / 1e12, "share_of_rack": k["lanes"] / total,
+                     "moved_TBps": (k["sent"] + k["received"]) * r.payload_Bps / 1e12}
+    return out
 
 
 def fec_latency_cycles(symbols: int) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .config import Config, parse_loads
 from .engine import Fabric
-from .stats import point_stats, sweep_summary
+from .stats import kind_stats, point_stats, sweep_summary
 from .traffic import load_trace, make_generator, output_bound, point_rng, resolve_placement_seed
 
 __all__ = ["run_sweep", "run_placements", "CHUNK"]
@@ -65,10 +65,15 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False,
     w0, w1 = warm, warm + run.cycles
     trace = load_trace(tr.trace_file, n) if tr.pattern == "trace" else None
     pseed = resolve_placement_seed(tr, run.seed)
+    ports = cfg.port_table()
+    lanes = [l for _, l in ports]
+    mixed = cfg.port_groups() is not None
+    rates = np.array(lanes, float) / cfg.phys.lanes if mixed and tr.own_rate else None
     gens = [make_generator(tr, n, load, point_rng(run.seed, k, load), trace=trace,
-                           placement_seed=pseed)
+                           placement_seed=pseed, rates=rates)
             for load, k in points]
-    fab = Fabric(sw, cfg.link, B, window=(w0, w1), src_queue=run.src_queue, log=log)
+    fab = Fabric(sw, cfg.link, B, window=(w0, w1), src_queue=run.src_queue, log=log,
+                 port_lanes=lanes if mixed else None, full_lanes=cfg.phys.lanes)
     bar = _progress(w1 + drain, progress)
     t0 = time.perf_counter()
     t = 0
@@ -106,8 +111,11 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False,
         d.update(point_stats(view, b, run.cycles))
         d["offered_nominal"] = gens[b].offered
         d["end_cycle"] = ends[b][0]      # the point's own end of run
+        if mixed:
+            d["per_kind"] = kind_stats(ports, cfg.phys.lanes, d["per_port"])
         out_points.append(d)
-    bound = output_bound(tr, n, pseed)
+    # the popularity law's bound assumes equal ports: not derived for link.ports
+    bound = None if mixed else output_bound(tr, n, pseed)
     summary = sweep_summary(out_points)
     for v in summary.values():
         v["output_bound"] = bound

@@ -32,7 +32,7 @@ import numpy as np
 from .engine import Fabric
 from .kernel import S
 
-__all__ = ["point_stats", "sweep_summary", "to_json", "to_csv", "percentile_from_hist"]
+__all__ = ["point_stats", "kind_stats", "sweep_summary", "to_json", "to_csv", "percentile_from_hist"]
 
 CSV_FIELDS = ("load", "seed", "offered", "accepted", "latency_mean", "latency_p50",
               "latency_p99", "latency_max", "packets", "unfinished", "src_drops",
@@ -75,12 +75,34 @@ def point_stats(fab: Fabric, b: int, sample_cycles: int, tolerance: float = 0.02
         "per_port": {
             "offered": (col("gen_flits") / sample_cycles).round(6).tolist(),
             "accepted": (col("acc_flits") / sample_cycles).round(6).tolist(),
+            "sent": (col("inj_flits") / sample_cycles).round(6).tolist(),
             "latency_mean": [None if np.isnan(x) else round(float(x), 3) for x in port_lat],
             "in_stalls": col("in_stalls").tolist(),
             "out_stalls": col("out_stalls").tolist(),
             "drops": (col("drop_dest") + col("drop_group") + col("drop_kind")).tolist(),
         },
     }
+
+
+def kind_stats(ports, full_lanes: int, per_port: dict) -> dict:
+    """Per port kind (``ports``: ``(kind, lanes)`` per port, ``link.ports``): ports, lanes,
+    share of the rack's lanes (its share of the rack's bandwidth), and the flits per cycle
+    its ports sent and received in the sample period, in total and as a fraction of the
+    kind's line rate (``lanes / full_lanes`` flits per cycle per port and direction)."""
+    out: dict = {}
+    total_lanes = sum(l for _, l in ports)
+    for p, (kind, lanes) in enumerate(ports):
+        k = out.setdefault(kind, {"ports": 0, "lanes": 0, "sent": 0.0, "received": 0.0})
+        k["ports"] += 1
+        k["lanes"] += lanes
+        k["sent"] += per_port["sent"][p]
+        k["received"] += per_port["accepted"][p]
+    for k in out.values():
+        line = k["lanes"] / full_lanes
+        k["lane_share"] = k["lanes"] / total_lanes
+        k["sent_of_line"] = k["sent"] / line
+        k["received_of_line"] = k["received"] / line
+    return out
 
 
 def sweep_summary(points: list[dict]) -> dict:

@@ -479,12 +479,24 @@ def load_trace(path: str | Path, n_ports: int):
 
 
 def make_generator(traffic, n_ports: int, load: float, rng: np.random.Generator,
-                   trace=None, placement_seed: int | None = None):
+                   trace=None, placement_seed: int | None = None, rates=None):
     """The generator of one batch point for a :class:`~sim.fabric.config.TrafficParams`.
 
     ``placement_seed``: the MoE expert placement's seed (:func:`placement`); a sweep
     passes the same one to every point. ``None`` draws the placement from ``rng``.
+    ``rates``: each source port's line rate in flits per cycle (ports of different lanes,
+    ``link.ports``); the offered load is then a fraction of each source's own rate. A
+    trace is replayed as written.
     """
+    g = _make_generator(traffic, n_ports, load, rng, trace, placement_seed)
+    if rates is not None and traffic.pattern != "trace":
+        if traffic.pattern == "bursty":
+            raise TrafficError("pattern bursty has no per-port rate (link.ports)")
+        g.p = g.p * np.asarray(rates, float)
+    return g
+
+
+def _make_generator(traffic, n_ports, load, rng, trace, placement_seed):
     t = traffic
     n, size = n_ports, t.packet_size
     p = t.pattern

@@ -4,6 +4,9 @@ One coroutine plays every port, cycle by cycle, with the stream timing disciplin
 tb/common/stream.py (drive at the falling edge, sample after ReadOnly). Input i offers
 the flits of its trace packets back to back from each packet's cycle on (the model's
 source-queue rule, link latency 0); output o is ready per the shared ready pattern.
+With ``port_lanes`` (ports of different rates) input i starts to offer a flit and output
+o is ready only in the link slots of its port's rate (the model's ``link.ports``); an
+offered flit stays valid until it is taken.
 Every ``o_port`` handshake is logged as ``(cycle, out, src, seq, flit)``; the model runs
 the same trace (:func:`fusionfabric.sim.fabric.exact.run_trace`) and the two logs must be equal; the
 first diverging departure is printed with its cycle. The per-port counters (``o_stats``)
@@ -47,6 +50,16 @@ async def test_exact(dut):
     cycles = int(a["cycles"])
     groups = {int(g): list(m) for g, m in a.get("groups", {}).items()}
     ready = (np.asarray(a["ready"], dtype=bool) if a.get("ready") is not None else None)
+    # ports of different rates: port p has lanes[p] of a full port's R lanes and moves a
+    # flit each way only at the cycles t where floor((t + 1) * l / R) > floor(t * l / R)
+    lanes = a.get("port_lanes")
+    R = int(a.get("full_lanes") or (max(lanes) if lanes else 1))
+
+    def slot(port, t):
+        if not lanes:
+            return True
+        ln = int(lanes[port])
+        return (t + 1) * ln // R > t * ln // R
 
     # the model, on the same trace
     sw = SwitchParams(n_ports=n, data_width=int(p["data_width"]), depth=int(p["depth"]),
@@ -55,7 +68,8 @@ async def test_exact(dut):
     for key, value in a.get("model_override", {}).items():   # planted faults only
         setattr(sw, key, value)
     fabs = []
-    want = run_trace(sw, packets, cycles, ready=ready, groups=groups, fabric_out=fabs)
+    want = run_trace(sw, packets, cycles, ready=ready, groups=groups, fabric_out=fabs,
+                     port_lanes=lanes, full_lanes=R if lanes else None)
 
     # per-source queues of flit words, in the model's order (same-cycle: next cycles)
     queues = [[] for _ in range(n)]
@@ -70,6 +84,9 @@ async def test_exact(dut):
             queues[src].append((c, word))
         seqs[src] += 1
     heads = [0] * n
+    # a flit offered in a link slot stays valid until taken (the stream rule; the model's
+    # receive FIFO holds it); the next may follow in a later slot
+    shown = [False] * n
 
     for name in ("i_config__valid",):
         getattr(dut, name).value = 0
@@ -104,20 +121,22 @@ async def test_exact(dut):
             await FallingEdge(tb.clk)
         for i in range(n):
             q, h = queues[i], heads[i]
-            if h < len(q) and q[h][0] <= t:
+            if h < len(q) and q[h][0] <= t and (shown[i] or slot(i, t)):
+                shown[i] = True
                 ipay[i].value = q[h][1]
                 ivalid[i].value = 1
             else:
                 ivalid[i].value = 0
+        ordy = [(ready is None or bool(ready[t, o])) and slot(o, t) for o in range(n)]
         for o in range(n):
-            oready[o].value = 1 if ready is None else int(ready[t, o])
+            oready[o].value = int(ordy[o])
         await ReadOnly()
         for i in range(n):
-            if heads[i] < len(queues[i]) and queues[i][heads[i]][0] <= t \
-                    and to_int(iready[i].value):
+            if shown[i] and to_int(iready[i].value):
                 heads[i] += 1
+                shown[i] = False
         for o in range(n):
-            if to_int(ovalid[o].value) and (ready is None or ready[t, o]):
+            if to_int(ovalid[o].value) and ordy[o]:
                 f = flit.unpack(to_int(opay[o].value))
                 d = f["data"]
                 got.append((t, o, f["src"], d & 0xFFFFFFFF, (d >> 32) & 0xFFF))
