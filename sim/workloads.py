@@ -75,12 +75,13 @@ import ml_dtypes
 import numpy as np
 
 from fusionfabric.sim import reduce as red
-from fusionfabric.formats.chiplet import LENGTHS, SLOT_BYTES, Opcode
+from fusionfabric.formats.chiplet import LENGTHS, SLOT_BYTES, Opcode, Status
 from fusionfabric.sim.chiplet import Message, data_slots, length_code
 from fusionfabric.formats.switch import CHUNK_BITS, Dtype, Mode, Op
 
 __all__ = [
-    "Workload", "AllReduceInNetwork", "AllReduceRing", "MoEAllToAll", "IdealNetwork",
+    "Workload", "AllReduceInNetwork", "AllReduceRing", "MoEAllToAll", "HeteroRack",
+    "IdealNetwork",
     "WORKLOADS", "make_workload", "result_granules", "result_message", "GRANULE_BYTES",
     "MAX_MESSAGE", "RESULT_BEATS", "Region", "region_addr", "split_addr", "result_record",
     "ring_reference", "expert_fn", "combine_fn",
@@ -300,7 +301,8 @@ def _check_elems(n_elems, multiple: int, what: str) -> int:
 class AllReduceInNetwork(Workload):
     """bf16 SUM all-reduce through the switch's reduction units.
 
-    Group 0 = every endpoint, ALLREDUCE, SUM, BF16, ``native = 0`` (fp32 accumulation in
+    Group 0 = ``members`` (default every endpoint; ranks in port order), ALLREDUCE, SUM,
+    BF16, ``native = 0`` (fp32 accumulation in
     the fixed pairwise tree over member ranks, one rounding to bf16: docs/reduction.md).
     The vector of ``n_elems`` bf16 is numbered in 16-byte granules (8 elements); granule
     ``g`` is chunk id ``g`` and is reduced by unit ``g mod n``. Each endpoint sends its
@@ -321,9 +323,15 @@ class AllReduceInNetwork(Workload):
 
     def __init__(self, n_endpoints: int, seed: int, n_elems: int = 4096, n_chunks: int = 8,
                  window: int | None = None, group: int = 0, message_bytes: int = 256,
-                 acks: bool = True):
+                 acks: bool = True, members=None):
         super().__init__(n_endpoints, seed, acks)
         n = self.n
+        #: the endpoints that take part (default every one), in rank order
+        self.members = tuple(range(n)) if members is None else tuple(sorted(members))
+        if len(self.members) < 2 or len(set(self.members)) != len(self.members) or \
+                not all(0 <= m < n for m in self.members):
+            raise ValueError(f"members={members!r} must be 2 or more distinct endpoints "
+                             f"in 0..{n - 1}")
         self.n_elems = _check_elems(n_elems, LENGTHS[0] // 2, "64-byte messages")
         if self.n_elems // 8 > 1 << CHUNK_BITS:
             raise ValueError(f"n_elems={n_elems} needs more than {1 << CHUNK_BITS} chunk ids")
@@ -347,10 +355,11 @@ class AllReduceInNetwork(Workload):
         self.received = np.zeros((n, self.n_granules), bool)
         self.next_g = [0] * n          # next granule to send
         self.low = [0] * n             # R_e: lowest granule without a result
-        self.expected = red.reduce_bits(self.grads, Dtype.BF16, Op.SUM)
+        self.expected = red.reduce_bits(self.grads[list(self.members)], Dtype.BF16, Op.SUM)
 
     def config_writes(self):
-        return [{"group": self.group, "members": (1 << self.n) - 1, "op": int(Op.SUM),
+        mask = sum(1 << m for m in self.members)
+        return [{"group": self.group, "members": mask, "op": int(Op.SUM),
                  "dtype": int(Dtype.BF16), "mode": int(Mode.ALLREDUCE), "root": 0,
                  "native": 0, "valid": 1}]
 
@@ -369,9 +378,11 @@ class AllReduceInNetwork(Workload):
         return out
 
     def _start(self, e):
-        return self._send_window(e)
+        return self._send_window(e) if e in self.members else []
 
     def _on_request(self, e, msg):
+        if msg.opcode == Opcode.RESULT and e not in self.members:
+            self._fail(f"endpoint {e}: RESULT, but it is not a member of group {self.group}")
         if msg.opcode != Opcode.RESULT:
             return super()._on_request(e, msg)
         if msg.dest != self.group:
@@ -390,10 +401,10 @@ class AllReduceInNetwork(Workload):
         return self._send_window(e)
 
     def _done(self):
-        return bool(self.received.all())
+        return bool(self.received[list(self.members)].all())
 
     def check(self):
-        for e in range(self.n):
+        for e in self.members:
             if not self.received[e].all():
                 g = int(np.flatnonzero(~self.received[e])[0])
                 self._fail(f"endpoint {e}: no result for granule {g} "
@@ -700,8 +711,222 @@ class MoEAllToAll(Workload):
         return s
 
 
+# -- a heterogeneous rack: accelerators all-reduce while cpus serve memory --------------------
+#: Bytes at the top of a cpu's memory that every accelerator adds to: four counters of 64
+#: bytes (16 int32 lanes each, the smallest message), the contended ATOMIC_ADD targets.
+SHARED_BYTES = 256
+COUNTER_BYTES = 64
+
+
+class HeteroRack(AllReduceInNetwork):
+    """Accelerators all-reduce bf16 through the switch while ``cpu`` endpoints serve their
+    memory (the fabric's memory target, docs/fabric.md "Memory target").
+
+    Endpoints ``cpu_endpoints`` (default: the last one) are memory targets of ``mem_bytes``
+    each: they never act (the RTL target or :class:`IdealNetwork`'s model answers); every
+    other endpoint is an accelerator. The accelerators run :class:`AllReduceInNetwork`
+    among themselves (group 0 = the accelerators) and, at the same time, a seeded script of
+    ``mem_ops`` memory requests to the cpu ``cpu_endpoints[k % len]`` (``k``: the
+    accelerator's rank), all sent at once, in order:
+
+    * WRITE of 64..256 bytes into the accelerator's own region of the cpu's memory (region
+      ``k`` of ``(mem_bytes - 256) // accelerators`` bytes, 16-byte aligned), always followed
+      by a READ of the same bytes: it must return what was written (READ after WRITE from
+      the same source);
+    * READ of a random part of its own region: the region's contents at that point of the
+      script (only the accelerator writes there, and one source's requests are served in
+      order);
+    * ATOMIC_ADD of 16 int32 lanes (64 bytes) to one of the four counters in the top 256
+      bytes of the memory: every accelerator adds to the same addresses;
+    * a READ or WRITE out of range (past the end, or misaligned): it must complete with
+      status ERROR (a READ_CPL then carries zeros), and no byte changes.
+
+    Every completion is checked when it arrives (opcode, tag, status, data). When the last
+    accelerator has all its completions, it READs the whole memory of every cpu back; the
+    contents must equal the reference built from the scripts alone: each region's last
+    writes, the shared words the sum of every addend modulo 2**32, zeros elsewhere.
+    """
+
+    name = "hetero-rack"
+
+    def __init__(self, n_endpoints: int, seed: int, cpu_endpoints=None, mem_bytes: int = 4096,
+                 mem_ops: int = 24, n_elems: int = 1024, n_chunks: int = 8,
+                 window: int | None = None, message_bytes: int = 256):
+        n = int(n_endpoints)
+        cpus = (n - 1,) if cpu_endpoints is None else tuple(int(c) for c in cpu_endpoints)
+        if not cpus or len(set(cpus)) != len(cpus) or not all(0 <= c < n for c in cpus):
+            raise ValueError(f"cpu_endpoints={cpu_endpoints!r} must be distinct endpoints "
+                             f"in 0..{n - 1}")
+        accels = tuple(e for e in range(n) if e not in cpus)
+        if len(accels) < 2:
+            raise ValueError(f"cpu_endpoints={cpus!r} leaves {len(accels)} accelerator(s); "
+                             "the all-reduce needs 2")
+        from fusionfabric.formats.memory import check_mem_bytes
+        self.mem_bytes = check_mem_bytes(mem_bytes)
+        region = (self.mem_bytes - SHARED_BYTES) // len(accels) // 16 * 16
+        if region < MAX_MESSAGE:
+            raise ValueError(f"mem_bytes={mem_bytes}: each of {len(accels)} accelerators "
+                             f"needs a region of {MAX_MESSAGE} bytes or more")
+        if not isinstance(mem_ops, int) or not 1 <= mem_ops <= 100:
+            raise ValueError(f"mem_ops={mem_ops!r} must be an integer in 1..100")
+        super().__init__(n, seed, n_elems=n_elems, n_chunks=n_chunks, window=window,
+                         message_bytes=message_bytes, members=accels)
+        self.cpus, self.accels, self.region = cpus, accels, region
+        self.shared = self.mem_bytes - SHARED_BYTES
+        self.mem_ops = mem_ops
+        self.expected_mem = {c: np.zeros(self.mem_bytes, np.uint8) for c in cpus}
+        self.script = {a: self._script(k, a) for k, a in enumerate(accels)}
+        self._pending = [dict() for _ in range(n)]    # tag -> (opcode, status, data, what)
+        self.readback: dict[int, np.ndarray] = {}    # cpu -> contents read at the end
+        self._readback_sent = False
+        self.mem_stats = {"reads": 0, "writes": 0, "atomics": 0, "errors": 0,
+                          "readback_bytes": 0}
+
+    def cpu_of(self, a: int) -> int:
+        return self.cpus[self.accels.index(a) % len(self.cpus)]
+
+    def _script(self, k: int, a: int) -> list[tuple]:
+        """``(request Message, expected completion opcode, status, data)`` in send order;
+        updates ``expected_mem``."""
+        rng = self.rng(1000 + a)
+        cpu = self.cpus[k % len(self.cpus)]
+        mem = self.expected_mem[cpu]
+        base = k * self.region
+        out = []
+
+        def within():
+            length = int(rng.integers(4))
+            nbytes = LENGTHS[length]
+            off = 16 * int(rng.integers((self.region - nbytes) // 16 + 1))
+            return length, nbytes, base + off
+
+        while len(out) < self.mem_ops:
+            r = rng.random()
+            if r < 0.35:
+                length, nbytes, addr = within()
+                data = rng.bytes(nbytes)
+                mem[addr:addr + nbytes] = np.frombuffer(data, np.uint8)
+                out.append((Message(Opcode.WRITE, length, 0, cpu, a, addr, data=data),
+                            Opcode.WRITE_ACK, Status.OK, b"", "write"))
+                out.append((Message(Opcode.READ, length, 0, cpu, a, addr),
+                            Opcode.READ_CPL, Status.OK, data, "read after write"))
+            elif r < 0.55:
+                length, nbytes, addr = within()
+                out.append((Message(Opcode.READ, length, 0, cpu, a, addr), Opcode.READ_CPL,
+                            Status.OK, mem[addr:addr + nbytes].tobytes(), "read"))
+            elif r < 0.9:
+                addr = self.shared + COUNTER_BYTES * int(rng.integers(SHARED_BYTES //
+                                                                      COUNTER_BYTES))
+                add = rng.integers(-(1 << 31), 1 << 31, COUNTER_BYTES // 4, dtype=np.int64)
+                old = mem[addr:addr + COUNTER_BYTES].view("<u4").astype(np.int64)
+                mem[addr:addr + COUNTER_BYTES] = ((old + add) & 0xFFFFFFFF).astype(
+                    "<u4").view(np.uint8)
+                out.append((Message(Opcode.ATOMIC_ADD, 0, 0, cpu, a, addr,
+                                    data=add.astype("<i4").tobytes()),
+                            Opcode.ATOMIC_ACK, Status.OK, b"", "atomic add"))
+            else:
+                length = int(rng.integers(4))
+                nbytes = LENGTHS[length]
+                addr = (self.mem_bytes - nbytes + 16 if rng.random() < 0.5
+                        else base + 16 * int(rng.integers(4)) + int(rng.integers(1, 16)))
+                if rng.random() < 0.5:
+                    out.append((Message(Opcode.READ, length, 0, cpu, a, addr),
+                                Opcode.READ_CPL, Status.ERROR, bytes(nbytes),
+                                "read out of range"))
+                else:
+                    out.append((Message(Opcode.WRITE, length, 0, cpu, a, addr,
+                                        data=rng.bytes(nbytes)),
+                                Opcode.WRITE_ACK, Status.ERROR, b"", "write out of range"))
+        return out
+
+    def _send(self, e: int, items) -> list[Message]:
+        out = []
+        for msg, cop, status, data, what in items:
+            if not self._free_tags[e]:
+                self._fail(f"endpoint {e}: more than {N_TAGS} memory requests outstanding")
+            tag = self._free_tags[e].popleft()
+            self._outstanding[e][tag] = (msg.dest, msg.addr)
+            self._pending[e][tag] = (msg, cop, status, data, what)
+            out.append(Message(msg.opcode, msg.length, tag, msg.dest, msg.src, msg.addr,
+                               data=msg.data))
+        return out
+
+    def _start(self, e):
+        if e in self.cpus:
+            return []
+        return super()._start(e) + self._send(e, self.script[e])
+
+    def on_receive(self, e, msg):
+        if msg.opcode not in (Opcode.READ_CPL, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK):
+            return super().on_receive(e, msg)
+        self._check_endpoint(e)
+        self.rx_messages[e] += 1
+        self.rx_bytes[e] += _payload_bytes(msg)
+        if msg.tag not in self._pending[e]:
+            self._fail(f"endpoint {e}: {Opcode(msg.opcode).name} for tag {msg.tag}, which "
+                       f"is not outstanding")
+        req, cop, status, data, what = self._pending[e].pop(msg.tag)
+        del self._outstanding[e][msg.tag]
+        self._free_tags[e].append(msg.tag)
+        where = (f"endpoint {e}: {what} {Opcode(req.opcode).name} addr {req.addr:#x} "
+                 f"({LENGTHS[req.length]} B) tag {msg.tag}")
+        if msg.opcode != cop or msg.status != status or msg.src != req.dest:
+            self._fail(f"{where}: got {Opcode(msg.opcode).name} status {msg.status} from "
+                       f"{msg.src}, expected {Opcode(cop).name} status {int(status)} from "
+                       f"{req.dest}")
+        if msg.opcode == Opcode.READ_CPL and msg.data != data:
+            i = next(k for k in range(len(data)) if msg.data[k] != data[k])
+            self._fail(f"{where}: byte {i} is {msg.data[i]:#04x}, expected {data[i]:#04x}")
+        key = {"readback": "readback_bytes"}.get(what)
+        if key:
+            self.readback[req.dest][req.addr:req.addr + len(msg.data)] = \
+                np.frombuffer(msg.data, np.uint8)
+            self.mem_stats[key] += len(msg.data)
+        elif status != Status.OK:
+            self.mem_stats["errors"] += 1
+        else:
+            self.mem_stats[{Opcode.READ_CPL: "reads", Opcode.WRITE_ACK: "writes",
+                            Opcode.ATOMIC_ACK: "atomics"}[Opcode(msg.opcode)]] += 1
+        out = self._drain(e)
+        if not self._readback_sent and not any(self._pending[a] for a in self.accels):
+            # the last accelerator with its completions reads every cpu's memory back
+            self._readback_sent = True
+            items = []
+            for c in self.cpus:
+                self.readback[c] = np.zeros(self.mem_bytes, np.uint8)
+                for addr in range(0, self.mem_bytes, MAX_MESSAGE):
+                    n = min(MAX_MESSAGE, self.mem_bytes - addr)
+                    items.append((Message(Opcode.READ, length_code(n), 0, c, e, addr),
+                                  Opcode.READ_CPL, Status.OK,
+                                  self.expected_mem[c][addr:addr + n].tobytes(), "readback"))
+            out += self._send(e, items)
+        return self._count(e, out)
+
+    def _done(self):
+        return (super()._done() and self._readback_sent
+                and not any(self._pending[a] for a in self.accels))
+
+    def check(self):
+        super().check()
+        if not self._readback_sent or any(self._pending[a] for a in self.accels):
+            left = sum(len(self._pending[a]) for a in self.accels)
+            self._fail(f"{left} memory requests without a completion")
+        for c in self.cpus:
+            got, want = self.readback[c], self.expected_mem[c]
+            if not np.array_equal(got, want):
+                i = int(np.flatnonzero(got != want)[0])
+                self._fail(f"cpu {c}: final memory byte {i:#x} is {int(got[i]):#04x}, "
+                           f"reference {int(want[i]):#04x}")
+
+    def stats(self):
+        s = super().stats()
+        s["kinds"] = ["cpu" if e in self.cpus else "accelerator" for e in range(self.n)]
+        s["memory"] = dict(self.mem_stats)
+        return s
+
+
 WORKLOADS = {AllReduceInNetwork.name: AllReduceInNetwork, AllReduceRing.name: AllReduceRing,
-             MoEAllToAll.name: MoEAllToAll}
+             MoEAllToAll.name: MoEAllToAll, HeteroRack.name: HeteroRack}
 
 
 def make_workload(name: str, n_endpoints: int, seed: int, **params) -> Workload:
@@ -754,12 +979,18 @@ class IdealNetwork:
 
     ``tamper(i, dest, msg) -> msg`` sees every delivered message (``i`` counts
     deliveries) and may return a changed one: the tests corrupt a byte with it.
+
+    ``cpu_endpoints``: endpoints that are memory targets of ``mem_bytes``
+    (:class:`fusionfabric.sim.memory.MemTargetModel`, the golden model of the RTL's): a
+    request delivered there is served, and its completion sent back from that endpoint
+    ``compute_latency`` cycles later; the workload never sees it. ``memories`` holds the
+    models after :meth:`run`.
     """
 
     def __init__(self, n_endpoints: int, seed: int = 0, link_latency: int = 20,
                  switch_latency: int = 2, compute_latency: int = 2, n_chunks: int = 8,
                  jitter: int = 0, tamper: Callable | None = None,
-                 max_events: int = 10_000_000):
+                 max_events: int = 10_000_000, cpu_endpoints=(), mem_bytes: int = 4096):
         self.n = int(n_endpoints)
         self.seed = int(seed)
         self.link_latency = int(link_latency)
@@ -769,6 +1000,9 @@ class IdealNetwork:
         self.jitter = int(jitter)
         self.tamper = tamper
         self.max_events = max_events
+        self.cpu_endpoints = tuple(int(c) for c in cpu_endpoints)
+        self.mem_bytes = int(mem_bytes)
+        self.memories: dict = {}
         for name in ("link_latency", "switch_latency", "compute_latency", "jitter"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 0")
@@ -906,10 +1140,20 @@ class IdealNetwork:
             push(down_free[d] + self.link_latency, "deliver", d, m)
             push(down_free[d], "down", d)
 
+        from fusionfabric.sim.memory import MemTargetModel
+        self.memories = {c: MemTargetModel(self.mem_bytes, node=c) for c in self.cpu_endpoints}
+
         def deliver(t, d, m):
             if self.tamper is not None:
                 m = self.tamper(delivered[0], d, m)
             delivered[0] += 1
+            if d in self.memories:
+                cop, status, data = self.memories[d].serve(m.opcode, m.length, m.tag, m.src,
+                                                           m.addr, m.data)
+                cpl = Message(cop, m.length, m.tag, dest=m.src, src=d, status=status,
+                              data=data)
+                inject(t + self.compute_latency, d, [cpl])
+                return
             inject(t + self.compute_latency, d, w.on_receive(d, m))
 
         for e in range(n):

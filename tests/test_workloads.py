@@ -21,18 +21,23 @@ CASES = {
     "allreduce-switch": dict(n_elems=512),
     "allreduce-ring": dict(n_elems=768),
     "moe-alltoall": dict(tokens_per_endpoint=12, d_model=160),   # 320-byte rows: 2 pieces
+    "hetero-rack": dict(n_elems=512, mem_bytes=2048),
 }
 
 
 def _run(name, n, seed, jitter=0, tamper=None, **extra):
     w = make_workload(name, n, seed, **{**CASES[name], **extra})
-    res = IdealNetwork(n, seed, jitter=jitter, tamper=tamper).run(w)
+    cpus = getattr(w, "cpus", ())
+    res = IdealNetwork(n, seed, jitter=jitter, tamper=tamper, cpu_endpoints=cpus,
+                       mem_bytes=getattr(w, "mem_bytes", 4096)).run(w)
     return w, res
 
 
 @pytest.mark.parametrize("n", [2, 3, 8], ids=lambda n: f"n{n}")
 @pytest.mark.parametrize("name", list(WORKLOADS))
 def test_completes_and_is_bit_exact(name, n):
+    if name == "hetero-rack" and n == 2:
+        pytest.skip("hetero-rack needs 2 accelerators and a cpu")
     w, res = _run(name, n, seed=11, jitter=7)
     assert w.done()
     w.check()
@@ -253,3 +258,91 @@ def test_result_record():
     fresh = make_workload("allreduce-ring", 3, 2, **CASES["allreduce-ring"])
     rec = result_record(fresh, 0)
     assert not rec["bit_exact"] and "never arrived" in rec["error"]
+
+
+# -- hetero-rack: accelerators all-reduce while a cpu endpoint serves memory ------------------
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("cpus", [None, (0, 4)], ids=["last", "two"])
+def test_hetero_rack_memory_matches_the_target_model(seed, cpus):
+    """Every completion is checked as it arrives; the final contents the workload reads
+    back (its reference is built from its own scripts) must also equal the memory of the
+    target model that served the requests, and the counts must agree."""
+    from fusionfabric.sim.workloads import HeteroRack
+    w = HeteroRack(6, seed, cpu_endpoints=cpus, mem_bytes=2048, n_elems=512, mem_ops=30)
+    net = IdealNetwork(6, seed, jitter=5, cpu_endpoints=w.cpus, mem_bytes=2048)
+    net.run(w)
+    w.check()
+    ops = {"reads": 0, "writes": 0, "atomics": 0, "errors": 0}
+    for c in w.cpus:
+        assert np.array_equal(net.memories[c].mem, w.readback[c])
+        for k in ops:
+            ops[k] += net.memories[c].counts[k]
+    m = w.stats()["memory"]
+    readback_reads = len(w.cpus) * (2048 // 256)
+    assert ops == {"reads": m["reads"] + readback_reads, "writes": m["writes"],
+                   "atomics": m["atomics"], "errors": m["errors"]}
+    assert min(m["reads"], m["writes"], m["atomics"], m["errors"]) > 0
+    # the contended counters: every accelerator added to them
+    adders = {a for a in w.accels for msg, *_ in w.script[a] if msg.opcode == Opcode.ATOMIC_ADD}
+    assert len(adders) == len(w.accels)
+
+
+def test_hetero_rack_atomic_sum_is_exact():
+    """The shared counters equal the sum of every addend, computed here from the requests
+    the accelerators sent (int64 then modulo 2**32), not from the workload's reference."""
+    from fusionfabric.sim.workloads import HeteroRack, SHARED_BYTES
+    w = HeteroRack(5, 9, mem_bytes=2048, n_elems=512, mem_ops=40)
+    IdealNetwork(5, 9, jitter=3, cpu_endpoints=w.cpus, mem_bytes=2048).run(w)
+    w.check()
+    total = np.zeros(2048 // 4, np.int64)
+    for a in w.accels:
+        for msg, *_ in w.script[a]:
+            if msg.opcode == Opcode.ATOMIC_ADD:
+                lanes = np.frombuffer(msg.data, "<i4").astype(np.int64)
+                total[msg.addr // 4:msg.addr // 4 + lanes.size] += lanes
+    top = (2048 - SHARED_BYTES) // 4
+    got = w.readback[4].view("<u4")[top:].astype(np.int64)
+    assert np.array_equal(got, total[top:] & 0xFFFFFFFF)
+    assert total[top:].any()
+
+
+def _tamper_first(opcode, change):
+    seen = [False]
+
+    def tamper(i, dest, msg):
+        if msg.opcode != opcode or seen[0]:
+            return msg
+        seen[0] = True
+        return change(msg)
+    return tamper
+
+
+@pytest.mark.parametrize("opcode, change, match", [
+    (Opcode.READ_CPL, lambda m: replace(m, data=bytes([m.data[0] ^ 1]) + m.data[1:]),
+     "byte 0 is"),
+    (Opcode.WRITE_ACK, lambda m: replace(m, status=1 - m.status), "status"),
+    (Opcode.ATOMIC_ADD, lambda m: replace(m, data=bytes([m.data[0] ^ 1]) + m.data[1:]),
+     "(readback READ .* byte|final memory byte)"),
+    (Opcode.WRITE, lambda m: replace(m, addr=m.addr + 16), "(byte .* is|final memory|status)"),
+])
+def test_hetero_rack_catches_a_wrong_completion_or_memory(opcode, change, match):
+    from fusionfabric.sim.workloads import HeteroRack
+    w = HeteroRack(4, 3, mem_bytes=1024, n_elems=512, mem_ops=20)
+    net = IdealNetwork(4, 3, cpu_endpoints=w.cpus, mem_bytes=1024,
+                       tamper=_tamper_first(opcode, change))
+    with pytest.raises(AssertionError, match=f"{match}.*seed 3"):
+        net.run(w)
+        w.check()
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"cpu_endpoints": (0, 1)}, "leaves 1 accelerator"),
+    ({"cpu_endpoints": (3,)}, "cpu_endpoints=\\(3,\\)"),
+    ({"mem_bytes": 512}, "region of 256 bytes"),
+    ({"mem_bytes": 1000}, "mem_bytes"),
+    ({"mem_ops": 0}, "mem_ops=0"),
+])
+def test_hetero_rack_bad_parameters(kw, match):
+    from fusionfabric.sim.workloads import HeteroRack
+    with pytest.raises(ValueError, match=match):
+        HeteroRack(3, 1, **kw)
