@@ -24,8 +24,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import kernel as _k
-from .config import (Config, LinkParams, SwitchParams, TopologyParams, check_clos,
-                     max_iterations, parse_loads, ROUTINGS)
+from .config import (Config, ConfigError, LinkParams, SwitchParams, TopologyParams,
+                     check_clos, max_iterations, parse_loads, ROUTINGS)
 from .engine import Departures
 
 __all__ = ["ClosFabric", "run_clos_sweep", "ecmp_uplink"]
@@ -56,6 +56,9 @@ class ClosFabric:
                  parallel: bool = True):
         check_clos(topo, switch)
         link = link or LinkParams()
+        if link.admission != "fifo":
+            raise ConfigError(f"link.admission={link.admission!r}: per-destination admission "
+                              "is modelled on one switch (topology.kind=crossbar) only")
         self.switch, self.link, self.topo = switch, link, topo
         self.parallel = parallel
         E, SP = topo.endpoints_per_leaf, topo.spines
@@ -125,6 +128,12 @@ class ClosFabric:
             sq_kind=z((BS, N, src_queue), i64), sq_gen=z((BS, N, src_queue), i64),
             sq_seq=z((BS, N, src_queue), i64), sq_head=z((BS, N), i64),
             sq_cnt=z((BS, N), i64), sq_flit=z((BS, N), i64), seq_next=seq_next,
+            # per-destination admission (link.admission=voq) is one switch only: size 1
+            sv_size=z((BS, N, 1, 1), i64), sv_gen=z((BS, N, 1, 1), i64),
+            sv_seq=z((BS, N, 1, 1), i64), sv_head=z((BS, N, 1), i64),
+            sv_cnt=z((BS, N, 1), i64), sv_ne=z((BS, N, 1), np.uint64), sv_ptr=z((BS, N), i64),
+            sv_cur=np.full((BS, N), -1, i64), sv_flit=z((BS, N), i64),
+            sc=z((BS, N, 1), i64), sc_ret=np.full((BS, N, 1), -1, i64),
             lp_valid=z((BS, N, LM + 1), np.bool_), lp_gen=z((BS, N, LM + 1), i64),
             lp_info=z((BS, N, LM + 1), i64), tcred=tcred, cr_ret=z((BS, N, LM + 2), i64),
             rx_gen=z((BS, N, KM), i64), rx_info=z((BS, N, KM), i64), rx_head=z((BS, N), i64),

@@ -81,6 +81,14 @@ class LinkParams:
                         "(fusionfabric/endpoints.py; e.g. accelerator:36x64,cpu:9x8): a "
                         "port of l lanes moves l/phys.lanes flits per cycle each way; "
                         "empty: every port accelerator at phys.lanes")
+    admission: str = _f("fifo", "source admission to the link: fifo (one source queue, "
+                                "link credits only: the RTL's endpoint) or voq (one source "
+                                "queue per destination and per-VOQ credits from the switch, "
+                                "no head-of-line blocking at the link; model only, one "
+                                "switch, switch.mode=voq, unicast)", choices=("fifo", "voq"))
+    src_voq_depth: int = _f(64, "admission=voq: packets per source queue per destination "
+                                "(overflow counted as source drops; run.src_queue is not "
+                                "used)", lo=1)
 
 
 @dataclass
@@ -271,6 +279,13 @@ class Config:
             check_clos(self.topology, self.switch)
         if self.link.ports:
             self.port_groups()
+        if self.link.admission == "voq":
+            if self.topology.kind == "clos":
+                raise ConfigError("link.admission='voq': per-destination admission is "
+                                  "modelled on one switch (topology.kind=crossbar) only")
+            if self.switch.mode != "voq":
+                raise ConfigError(f"link.admission='voq' needs switch.mode=voq (switch.mode="
+                                  f"{self.switch.mode!r} has no VOQs to hold credits for)")
         top = max_iterations(self.switch.n_ports)
         if self.topology.kind == "crossbar" and self.switch.iterations > top:
             raise ConfigError(f"switch.iterations={self.switch.iterations} is above the "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernel as _k
-from .config import LinkParams, SwitchParams, max_iterations
+from .config import ConfigError, LinkParams, SwitchParams, max_iterations
 
 __all__ = ["link_slots", "Fabric", "Departures"]
 
@@ -70,7 +70,11 @@ class Fabric:
         Same names as the RTL (``n_ports``, ``depth``, ``iterations``, ``mode``,
         ``out_depth``, ``n_groups``).
     link : LinkParams
-        ``latency`` (cycles, each way), ``credits`` (0: ``2*latency+1``), ``frame_period``.
+        ``latency`` (cycles, each way), ``credits`` (0: ``2*latency+1``), ``frame_period``,
+        ``admission`` (``fifo``: one source queue of ``src_queue`` packets per port, the
+        RTL's endpoint; ``voq``: one source queue of ``src_voq_depth`` packets per
+        destination and per-destination credits for the switch's VOQs, unicast only,
+        ``switch.mode`` voq; the kernel docstring).
     batch : int
         Independent sweep points simulated together.
     groups : dict[int, iterable of int]
@@ -78,7 +82,8 @@ class Fabric:
     window : (int, int)
         Sample period ``[w0, w1)`` of the statistics (cycles).
     src_queue : int
-        Source-queue capacity per port, in packets (overflow is counted, never silent).
+        Source-queue capacity per port, in packets (overflow is counted, never silent);
+        admission ``voq``: not used (``link.src_voq_depth`` per destination instead).
     log : bool
         Keep every departure (for the exactness check); ``log_capacity`` entries.
     parallel : bool
@@ -113,6 +118,15 @@ class Fabric:
                              f"for n_ports={n}")
         self.iterations = iters
         fifo = switch.mode == "fifo"
+        self.admission = adm = link.admission == "voq"
+        if link.admission not in ("fifo", "voq"):
+            raise ConfigError(f"link.admission={link.admission!r} is not one of: fifo, voq")
+        if adm and fifo:
+            raise ConfigError("link.admission='voq' needs switch.mode=voq (switch.mode="
+                              "'fifo' has no VOQs to hold per-destination credits for)")
+        SV = int(link.src_voq_depth)
+        if adm and SV < 1:
+            raise ConfigError(f"link.src_voq_depth={SV} is below the minimum 1")
         cap = n * switch.depth if fifo else switch.depth
         nq = 1 if fifo else n
         L = link.latency
@@ -132,7 +146,8 @@ class Fabric:
         self.p = np.zeros(len(_k.P), dtype=np.int64)
         pv = dict(N=n, FIFO=int(fifo), CAP=cap, ITERS=iters, OUT_DEPTH=switch.out_depth,
                   L=L, FRAME=link.frame_period, K=K, SQ=src_queue, H=self.HIST,
-                  W0=window[0], W1=window[1], LOG=int(log), T0=0, C=0, USE_READY=0, G=G)
+                  W0=window[0], W1=window[1], LOG=int(log), T0=0, C=0, USE_READY=0, G=G,
+                  ADM=int(adm), SV=SV)
         for k, v in pv.items():
             self.p[_k.P[k]] = v
         z = np.zeros
@@ -140,6 +155,10 @@ class Fabric:
         self.port_lanes = None if port_lanes is None else [int(x) for x in port_lanes]
         self.groups = _k.Groups(self.members, self.gvalid,
                                 link_slots(n, self.port_lanes, full_lanes))
+        W = (n + 63) // 64
+        # the queues a mode does not use get size-1 axes (same kernel types, no memory)
+        sq = 1 if adm else src_queue
+        nd, sv = (n, SV) if adm else (1, 1)
         self.state = _k.State(
             q_gen=z((B, n, nq, cap), i64), q_info=z((B, n, nq, cap), i64),
             q_head=z((B, n, nq), i64), q_cnt=z((B, n, nq), i64),
@@ -150,10 +169,15 @@ class Fabric:
             ob_cnt=z((B, n), i64),
             credit=np.full((B, n), switch.out_depth, i64), lock=np.full((B, n), -1, i64),
             gptr=z((B, n), i64), aptr=z((B, n), i64),
-            sq_dest=z((B, n, src_queue), i64), sq_size=z((B, n, src_queue), i64),
-            sq_kind=z((B, n, src_queue), i64), sq_gen=z((B, n, src_queue), i64),
-            sq_seq=z((B, n, src_queue), i64), sq_head=z((B, n), i64), sq_cnt=z((B, n), i64),
+            sq_dest=z((B, n, sq), i64), sq_size=z((B, n, sq), i64),
+            sq_kind=z((B, n, sq), i64), sq_gen=z((B, n, sq), i64),
+            sq_seq=z((B, n, sq), i64), sq_head=z((B, n), i64), sq_cnt=z((B, n), i64),
             sq_flit=z((B, n), i64), seq_next=z((B, n), i64),
+            sv_size=z((B, n, nd, sv), i64), sv_gen=z((B, n, nd, sv), i64),
+            sv_seq=z((B, n, nd, sv), i64), sv_head=z((B, n, nd), i64),
+            sv_cnt=z((B, n, nd), i64), sv_ne=z((B, n, W), np.uint64),
+            sv_ptr=z((B, n), i64), sv_cur=np.full((B, n), -1, i64), sv_flit=z((B, n), i64),
+            sc=np.full((B, n, nd), switch.depth, i64), sc_ret=np.full((B, n, L + 2), -1, i64),
             lp_valid=z((B, n, L + 1), np.bool_), lp_gen=z((B, n, L + 1), i64),
             lp_info=z((B, n, L + 1), i64), tcred=np.full((B, n), K, i64),
             cr_ret=z((B, n, L + 2), i64),
@@ -175,7 +199,8 @@ class Fabric:
         ``gdest``/``gsize``: packets created per (point, cycle, source) (size 0: none);
         ``gkind``: 0 unicast (default), 1 multicast (``gdest`` is then a group id), 2/3
         reduction kinds (dropped and counted by this switch); ``ready``: ``o_port`` ready
-        pattern (default: always ready).
+        pattern (default: always ready). Admission ``voq``: unicast packets to ports
+        ``0 .. n_ports-1`` only (anything else raises :class:`ValueError`).
         """
         gdest = np.ascontiguousarray(gdest, dtype=np.int64)
         gsize = np.ascontiguousarray(gsize, dtype=np.int64)
@@ -185,6 +210,15 @@ class Fabric:
                              f"{self.batch} x cycles x {self.n} ports")
         gkind = (np.zeros_like(gdest) if gkind is None
                  else np.ascontiguousarray(gkind, dtype=np.int64))
+        if self.admission:
+            m = gsize > 0
+            if np.any(gkind[m] != 0):
+                raise ValueError("link.admission='voq' models unicast traffic only "
+                                 "(gkind 0); multicast and reduction kinds are refused")
+            bad = gdest[m][(gdest[m] < 0) | (gdest[m] >= n)]
+            if bad.size:
+                raise ValueError(f"link.admission='voq': destination {int(bad[0])} is "
+                                 f"outside 0..{n - 1}")
         if ready is None:
             ready_arr = np.ones((1, 1, 1), dtype=np.bool_)
             use_ready = 0
@@ -231,6 +265,8 @@ class Fabric:
 
     def backlog(self) -> np.ndarray:
         """Packets waiting in source queues per batch point."""
+        if self.admission:
+            return self.s["sv_cnt"].sum(axis=(1, 2))
         return self.s["sq_cnt"].sum(axis=1)
 
     def credits_ok(self) -> bool:

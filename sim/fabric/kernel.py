@@ -15,21 +15,35 @@ Order of evaluation inside cycle ``t`` (every decision reads the state at the st
 writes take effect for t+1, as in the RTL):
 
 1. traffic: packets created in t enter their source queue (overflow: counted drop);
+   admission ``voq``: the source's queue for the packet's destination;
 2. link, sender side: credits returned for t arrive; a source with a credit, no framing
    slot and a link slot of its port's rate puts its next flit on the link; flits that left
    ``latency`` cycles ago enter the link's receive FIFO, whose head is ``i_port[i]``
-   (latency 0: same cycle);
+   (latency 0: same cycle). Admission ``voq``: the per-destination credits returned for t
+   arrive too; a source not inside a packet picks, round robin from its pointer, the
+   first destination whose queue is non-empty and whose credits cover its head packet
+   (``min(size, depth)`` flits), and moves the pointer one past it; the packet's flits then
+   go back to back, each taking a link credit and a credit of its destination;
 3. output stage: ``o_port[o]`` valid = output buffer non-empty; ready = the output-ready
    pattern, no framing slot, a link slot of the port's rate and an egress credit; a
    handshake pops, delivers at ``t + latency`` and returns one switch credit for t+1;
 4. allocator: requests from VOQ counts, credits and locks at the start of t; iSLIP rounds;
    round-1 matches move the pointers; matched heads move to the output buffers
    (credit - 1), VOQs pop (FIFO mode: per-member ``hdone``), unicast flits lock/unlock;
+   admission ``voq``: a pop of VOQ (i, o) returns one credit for destination o to source
+   i, usable at t + latency + 1;
 5. ingress: ``i_port[i]`` head is routed (drops counted), the VOQ space check uses the
    count at the start of t (a pop in t does not free space for t), multicast copies are
    written one per cycle lowest member first; a handshake pops the receive FIFO and sends
-   the link credit back (usable by the sender at t + latency + 1);
+   the link credit back (usable by the sender at t + latency + 1); admission ``voq``: a
+   unicast flit always finds space (its VOQ slot was reserved by the source's credit);
 6. credits: ``credit[o] += handshakes of step 3``.
+
+Admission (``[link] admission``, parameter ``ADM``): ``fifo`` (0) is the RTL's endpoint,
+one source queue in front of the link; ``voq`` (1, model only, one switch in VOQ mode,
+unicast only) gives every source one queue of ``SV`` packets per destination and holds
+per-destination credits ``sc[i, d]`` = free slots of the switch's VOQ (i, d), so the link
+never carries a flit that its VOQ cannot take (no head-of-line blocking at the link).
 
 In a Clos, a port that faces another switch has no source queue: in step 2 its receive
 FIFO takes the flits the upstream switch's output stage put on the link ``L2`` cycles
@@ -56,7 +70,10 @@ P = {name: k for k, name in enumerate((
     # Clos (sim/fabric/clos.py): 16-bit destinations, topology 1, routing (0 deterministic,
     # 1 ECMP, 2 adaptive), endpoints per leaf, spines, endpoints, switch-to-switch link
     # latency and credits, switches per batch point
-    "DBITS16", "TOPO", "ROUTING", "EPL", "SPINES", "NE", "L2", "K2", "NSW"))}
+    "DBITS16", "TOPO", "ROUTING", "EPL", "SPINES", "NE", "L2", "K2", "NSW",
+    # admission: 0 fifo (one source queue), 1 voq (source queues and credits per
+    # destination); packets per source queue per destination
+    "ADM", "SV"))}
 
 # per-port statistics columns (the RTL's o_stats first, then the model's)
 S = {name: k for k, name in enumerate((
@@ -106,7 +123,12 @@ Traffic = namedtuple("Traffic", ("gdest", "gsize", "gkind", "ready"))
 #: VOQs ``q_*`` (FIFO mode: one queue, ``hdone`` the multicast copies written), their
 #: non-empty bits ``ne[b, o, word]`` per output, the ingress multicast progress ``done``;
 #: output buffers ``ob_*``, switch credits ``credit``, the unicast packet ``lock`` per output,
-#: the iSLIP pointers ``gptr``/``aptr``; source queues ``sq_*`` and ``seq_next``; the link:
+#: the iSLIP pointers ``gptr``/``aptr``; source queues ``sq_*`` and ``seq_next``; admission
+#: ``voq``: per-destination source queues ``sv_*[b, i, d, slot]`` (``sv_ne[b, i, word]``
+#: non-empty bits per destination, round-robin pointer ``sv_ptr``, the destination of the
+#: packet being sent ``sv_cur`` (-1: none) and its next flit ``sv_flit``), credits
+#: ``sc[b, i, d]`` with their return ring ``sc_ret[b, i, slot]`` (the destination, -1:
+#: none; at most one VOQ pop per input per cycle) (admission ``fifo``: size-1 axes); the link:
 #: delay line ``lp_*``, link credits ``tcred`` with their return ring ``cr_ret``, receive FIFO
 #: ``rx_*``, egress credits ``ecred`` with ``ecr_ret``; statistics ``st[b, port, S[...]]``,
 #: the latency histogram ``hist`` and the largest latency ``latmax``.
@@ -115,6 +137,8 @@ State = namedtuple("State", (
     "ob_gen", "ob_info", "ob_src", "ob_head", "ob_cnt", "credit", "lock", "gptr", "aptr",
     "sq_dest", "sq_size", "sq_kind", "sq_gen", "sq_seq", "sq_head", "sq_cnt", "sq_flit",
     "seq_next",
+    "sv_size", "sv_gen", "sv_seq", "sv_head", "sv_cnt", "sv_ne", "sv_ptr", "sv_cur",
+    "sv_flit", "sc", "sc_ret",
     "lp_valid", "lp_gen", "lp_info", "tcred", "cr_ret", "rx_gen", "rx_info", "rx_head",
     "rx_cnt", "ecred", "ecr_ret",
     "st", "hist", "latmax"))
@@ -177,6 +201,71 @@ def ecmp_hash(src, dest):
     return np.int64(z >> np.uint64(33))
 
 
+def _voq_send(b, i, s_send, in_window, N, CAP, SV, DMASK, state):
+    """Admission ``voq``, step 2: source ``i`` (which holds a link credit, a link slot and
+    no framing slot) puts its next flit on the link, if any. Not inside a packet, it picks,
+    round robin from ``sv_ptr``, the first destination ``d`` whose queue is non-empty and
+    whose credits ``sc[i, d]`` cover the head packet (``min(size, CAP)`` flits, so a packet
+    of at most ``CAP`` flits never waits for a credit once started), and moves the pointer
+    one past ``d``. The packet's flits then go back to back (one per slot), each taking a
+    credit of ``d``."""
+    ONE = np.uint64(1)
+    ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+    d = state.sv_cur[b, i]
+    if d < 0:
+        W = state.sv_ne.shape[2]
+        g0 = state.sv_ptr[b, i]
+        w0 = g0 >> 6
+        for k in range(W + 1):
+            w = w0 + k
+            if w >= W:
+                w -= W
+            x = state.sv_ne[b, i, w]
+            if k == 0:
+                x &= ALL << np.uint64(g0 & 63)
+            elif k == W:
+                x &= ~(ALL << np.uint64(g0 & 63))     # the first word, below the pointer
+            while x != 0:
+                low = x & (~x + ONE)
+                x ^= low
+                dd = w * 64 + _DB_TABLE[(low * _DB) >> np.uint64(58)]
+                need = min(state.sv_size[b, i, dd, state.sv_head[b, i, dd]], CAP)
+                if state.sc[b, i, dd] >= need:
+                    d = dd
+                    break
+            if d >= 0:
+                break
+        if d < 0:
+            return
+        state.sv_cur[b, i] = d
+        state.sv_ptr[b, i] = d + 1 if d + 1 < N else 0
+    if state.sc[b, i, d] <= 0:          # a packet longer than CAP, waiting for a credit
+        return
+    h = state.sv_head[b, i, d]
+    fl = state.sv_flit[b, i]
+    sz = state.sv_size[b, i, d, h]
+    first = 1 if fl == 0 else 0
+    last = 1 if fl == sz - 1 else 0
+    info = ((state.sv_seq[b, i, d, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
+            | (first << 44) | (last << 45) | ((d & DMASK) << 48))
+    state.lp_valid[b, i, s_send] = True
+    state.lp_gen[b, i, s_send] = state.sv_gen[b, i, d, h]
+    state.lp_info[b, i, s_send] = info
+    state.tcred[b, i] -= 1
+    state.sc[b, i, d] -= 1
+    if in_window:
+        state.st[b, i, 15] += 1
+    if last == 1:
+        state.sv_flit[b, i] = 0
+        state.sv_cur[b, i] = -1
+        state.sv_head[b, i, d] = h + 1 if h + 1 < SV else 0
+        state.sv_cnt[b, i, d] -= 1
+        if state.sv_cnt[b, i, d] == 0:
+            state.sv_ne[b, i, d >> 6] &= ~(ONE << np.uint64(d & 63))
+    else:
+        state.sv_flit[b, i] = fl + 1
+
+
 def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, groups, traffic,
            state, log, matched_in, matched_out, grant, best, bestd, popped, cred_inc, head_dest,
            head_kind, rb, freeb):
@@ -209,6 +298,8 @@ def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, grou
     NE = p[23]
     L2 = p[24]
     K2 = p[25]
+    ADM = p[27]
+    SV = p[28]
     LP = L + 1           # flit delay line slots
     CR = L + 2           # link credit return ring
     ER = 2 * L + 2       # egress credit return ring
@@ -243,6 +334,23 @@ def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, grou
             state.st[b, i, 7] += sz
             state.st[b, i, 8] += 1
             state.st[b, i, 14] += copies
+        if ADM:                     # the source's queue for destination d (unicast)
+            n_d = state.sv_cnt[b, i, d]
+            if n_d >= SV:
+                state.st[b, i, 10] += 1
+                state.st[b, i, 11] += sz
+                continue
+            slot = state.sv_head[b, i, d] + n_d
+            if slot >= SV:
+                slot -= SV
+            state.sv_size[b, i, d, slot] = sz
+            state.sv_gen[b, i, d, slot] = t
+            state.sv_seq[b, i, d, slot] = state.seq_next[b, i]
+            state.seq_next[b, i] += 1
+            if n_d == 0:
+                state.sv_ne[b, i, d >> 6] |= ONE << np.uint64(d & 63)
+            state.sv_cnt[b, i, d] = n_d + 1
+            continue
         if state.sq_cnt[b, i] >= SQ:
             state.st[b, i, 10] += 1
             state.st[b, i, 11] += sz
@@ -270,7 +378,14 @@ def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, grou
         r = r_cr
         state.tcred[b, i] += state.cr_ret[b, i, r]
         state.cr_ret[b, i, r] = 0
-        if (state.sq_cnt[b, i] > 0 and state.tcred[b, i] > 0 and not framing
+        if ADM:
+            dr = state.sc_ret[b, i, r]
+            if dr >= 0:
+                state.sc[b, i, dr] += 1
+                state.sc_ret[b, i, r] = -1
+            if state.tcred[b, i] > 0 and not framing and groups.slots[e0 + i, r_slot]:
+                _voq_send(b, i, s_send, in_window, N, CAP, SV, DMASK, state)
+        elif (state.sq_cnt[b, i] > 0 and state.tcred[b, i] > 0 and not framing
                 and groups.slots[e0 + i, r_slot]):
             h = state.sq_head[b, i]
             fl = state.sq_flit[b, i]
@@ -513,6 +628,8 @@ def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, grou
             popped[i] = q
             if not FIFO and state.q_cnt[b, i, q] == 0:
                 state.ne[b, o, i >> 6] &= ~(ONE << np.uint64(i & 63))
+            if ADM and i < nep:         # one credit for destination o back to source i
+                state.sc_ret[b, i, r_cr_ret] = o
 
     # ---- 5. ingress ------------------------------------------------------------
     for i in range(N):
@@ -706,6 +823,7 @@ def _clos_kernel_threads(p, groups, traffic, state, log, net):
 _jit = dict(cache=True, nogil=True, error_model="numpy")
 ecmp_hash = numba.njit(**_jit)(ecmp_hash)
 _route = numba.njit(**_jit)(_route)
+_voq_send = numba.njit(**_jit)(_voq_send)
 _cycle = numba.njit(**_jit)(_cycle)
 _point = numba.njit(**_jit)(_point)
 _clos_point = numba.njit(**_jit)(_clos_point)
