@@ -741,7 +741,9 @@ class HeteroRack(AllReduceInNetwork):
     * a READ or WRITE out of range (past the end, or misaligned): it must complete with
       status ERROR (a READ_CPL then carries zeros), and no byte changes.
 
-    Every completion is checked when it arrives (opcode, tag, status, data). When the last
+    Every completion is checked when it arrives (opcode, tag, status, data). In
+    :meth:`stats` a cpu's ``rx_bytes`` / ``tx_bytes`` are the payload of the requests it
+    served and of its READ completions. When the last
     accelerator has all its completions, it READs the whole memory of every cpu back; the
     contents must equal the reference built from the scripts alone: each region's last
     writes, the shared words the sum of every addend modulo 2**32, zeros elsewhere.
@@ -781,6 +783,10 @@ class HeteroRack(AllReduceInNetwork):
         self._readback_sent = False
         self.mem_stats = {"reads": 0, "writes": 0, "atomics": 0, "errors": 0,
                           "readback_bytes": 0}
+        #: per cpu: payload bytes of the requests it served (received) and of its READ
+        #: completions (sent), counted from the checked completions
+        self.served_rx = {c: 0 for c in cpus}
+        self.served_tx = {c: 0 for c in cpus}
 
     def cpu_of(self, a: int) -> int:
         return self.cpus[self.accels.index(a) % len(self.cpus)]
@@ -867,6 +873,8 @@ class HeteroRack(AllReduceInNetwork):
                        f"is not outstanding")
         req, cop, status, data, what = self._pending[e].pop(msg.tag)
         del self._outstanding[e][msg.tag]
+        self.served_rx[req.dest] += len(req.data)
+        self.served_tx[req.dest] += len(msg.data)
         self._free_tags[e].append(msg.tag)
         where = (f"endpoint {e}: {what} {Opcode(req.opcode).name} addr {req.addr:#x} "
                  f"({LENGTHS[req.length]} B) tag {msg.tag}")
@@ -918,9 +926,24 @@ class HeteroRack(AllReduceInNetwork):
                 self._fail(f"cpu {c}: final memory byte {i:#x} is {int(got[i]):#04x}, "
                            f"reference {int(want[i]):#04x}")
 
+    @property
+    def target_counts(self) -> dict:
+        """What the memory targets must have counted (``MEM_STATUS``'s fields, summed over
+        the cpus): completed READs (the readback's included), WRITEs, ATOMIC_ADDs, and
+        requests refused with ERROR; no dropped beat."""
+        m = self.mem_stats
+        readback = len(self.cpus) * -(-self.mem_bytes // MAX_MESSAGE) if self._readback_sent \
+            else 0
+        return {"reads": m["reads"] + readback, "writes": m["writes"],
+                "atomics": m["atomics"], "errors": m["errors"], "dropped": 0}
+
     def stats(self):
         s = super().stats()
         s["kinds"] = ["cpu" if e in self.cpus else "accelerator" for e in range(self.n)]
+        for c in self.cpus:
+            s["tx_bytes"][c] = self.served_tx[c]
+            s["rx_bytes"][c] = self.served_rx[c]
+        s["bytes_moved"] = int(sum(s["tx_bytes"]))
         s["memory"] = dict(self.mem_stats)
         return s
 

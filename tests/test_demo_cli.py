@@ -32,7 +32,11 @@ def test_ideal_table_json_and_plots(capsys, tmp_path):
     report = json.loads((tmp_path / "demo.json").read_text())
     assert report["seed"] == 5 and report["endpoints"] == 4 and report["all_bit_exact"]
     runs = {r["workload"]: r for r in report["runs"]}
-    assert set(runs) == {"allreduce-switch", "allreduce-ring", "moe-alltoall"}
+    assert set(runs) == {"allreduce-switch", "allreduce-ring", "moe-alltoall", "hetero-rack"}
+    het = runs["hetero-rack"]                     # endpoint 3 a cpu, 0-2 accelerators
+    assert het["bit_exact"] and het["stats"]["kinds"] == ["accelerator"] * 3 + ["cpu"]
+    assert "goodput per kind, hetero-rack (clean): accelerator x3: rx " in out
+    assert "; cpu x1: rx " in out
     sw, ring = runs["allreduce-switch"], runs["allreduce-ring"]
     assert sw["speedup"] == pytest.approx(ring["cycles"] / sw["cycles"])
     assert f"{sw['speedup']:.2f}x" in out
@@ -46,7 +50,7 @@ def test_ideal_table_json_and_plots(capsys, tmp_path):
 
 def test_json_output_and_subset(capsys, tmp_path):
     rc, out, _ = _demo(capsys, tmp_path, "--json", "--workloads", "moe-alltoall",
-                       "--skew", "0", "--top-k", "1")
+                       "--skew", "0", "--top-k", "1", "--hetero-cpus", "0")
     assert rc == 0
     report = json.loads(out)
     [run] = report["runs"]
@@ -127,7 +131,8 @@ def test_rtl_path_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
     rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
                "--ber", "1e-4", "--slip", "2", "--set", "n_chunks=4",
-               "--workloads", "allreduce-switch,allreduce-ring", "--fec-ber", "none"])
+               "--workloads", "allreduce-switch,allreduce-ring", "--fec-ber", "none",
+               "--hetero-cpus", "0"])
     out, _ = capsys.readouterr()
     assert rc == 0, out
     assert len(calls) == 4                        # 2 workloads x (clean, faults)
@@ -178,13 +183,13 @@ def test_fec_run_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "run", fake_run)
     monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
     rc = main(["demo", "--sim", "verilator", "--out", str(tmp_path), *FAST, "--seed", "2",
-               "--no-faults", "--workloads", "allreduce-ring"])
+               "--no-faults", "--workloads", "allreduce-ring", "--hetero-cpus", "0"])
     out, _ = capsys.readouterr()
     assert rc == 0 and len(calls) == 1          # --no-faults: no FEC run either
     calls.clear()
     rc = main(["demo", "--sim", "verilator", "--out", str(tmp_path), *FAST, "--seed", "2",
                "--faults", "--workloads", "allreduce-ring", "--fec-ber", "2e-4",
-               "--fec-workloads", "moe-alltoall"])
+               "--fec-workloads", "moe-alltoall", "--hetero-cpus", "0"])
     out, _ = capsys.readouterr()
     assert rc == 0, out
     assert len(calls) == 2
@@ -230,7 +235,7 @@ def test_dark_lane_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
     rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "3",
                "--workloads", "allreduce-ring", "--fec-ber", "none", "--slip", "-1",
-               "--dark-lane", "6"])
+               "--dark-lane", "6", "--hetero-cpus", "0"])
     out, _ = capsys.readouterr()
     assert rc == 0, out
     clean, fault = calls
@@ -355,3 +360,47 @@ def test_demo_on_the_rtl_fabric(capsys, tmp_path):
     faulty = [r for r in report["runs"] if r["faults"]]
     assert sum(r["replays"] for r in faulty) > 0
     assert all(r["relocks"] >= 1 for r in faulty if r["cycles"] > r["faults"]["slip_at"])
+
+
+def test_hetero_run_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
+    """The heterogeneous run: the same fabric with its last endpoints as cpus (the
+    ``endpoints`` block parameter), a clean run of hetero-rack; the per-kind goodput line
+    comes from its record. The stand-in serves the cpus with the memory target model."""
+    from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
+    from fusionfabric.sim.workloads import IdealNetwork, make_workload, result_record
+    from fusionfabric.tb.common import runner
+
+    calls = []
+
+    def fake_run(block, module, params, *, sim, seed, testcase, test_args, waves, name,
+                 vpi="all"):
+        calls.append(dict(params=params, test_args=test_args))
+        n = params["n_endpoints"]
+        cpus = (fabric_kwargs(parse_endpoints(params["endpoints"]))["cpu_endpoints"]
+                if params.get("endpoints") else ())
+        w = make_workload(test_args["workload"], n, test_args["seed"], **test_args["params"])
+        res = IdealNetwork(n, seed, cpu_endpoints=cpus,
+                           mem_bytes=params.get("mem_bytes", 4096)).run(w)
+        with open(test_args["result_file"], "w") as f:
+            json.dump(result_record(w, res["cycles"]), f)
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
+    rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "3",
+               "--no-faults", "--workloads", "allreduce-switch", "--hetero-cpus", "2"])
+    out, _ = capsys.readouterr()
+    assert rc == 0, out
+    assert len(calls) == 2
+    het = calls[1]
+    assert het["params"]["endpoints"] == "accelerator:2x2,cpu:2x2"
+    assert het["params"]["n_endpoints"] == 4 and het["params"]["mem_bytes"] == 4096
+    assert het["test_args"]["workload"] == "hetero-rack" and het["test_args"]["faults"] is None
+    assert het["test_args"]["params"]["cpu_endpoints"] == [2, 3]
+    assert "endpoints" not in calls[0]["params"]
+    assert "goodput per kind, hetero-rack (clean): accelerator x2: rx " in out
+    assert "; cpu x2: rx " in out and "ATOMIC_ADD" in out
+    for bad in ("3", "-1", "x"):
+        assert main(["demo", "--engine", "ideal", "--out", str(tmp_path), *FAST,
+                     "--hetero-cpus", bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "hetero-cpus" in err[0], err

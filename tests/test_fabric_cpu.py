@@ -74,3 +74,29 @@ def test_fabric_cpu_endpoint_icarus():
                         component=comp, sim="icarus",
                         test_args={"requests": 120, "stall_cycles": 5000})
     assert [t["status"] for t in result.tests] == ["passed"], result.tests
+
+
+def test_endpoint_list_as_a_block_parameter():
+    from fusionfabric.rtl.blocks import get_block
+    fab = get_block("fabric").build(endpoints="cpu:2x1,accelerator:2x2,cpu:2x1",
+                                    mem_bytes=256)
+    assert fab.n_endpoints == 4 and fab.cpu_endpoints == (0, 3)
+    assert {c: t.mem_bytes for c, t in fab.mem_targets.items()} == {0: 256, 3: 256}
+    disown(fab)
+
+
+@pytest.mark.parametrize("sets, needle", [
+    (["endpoints=accelerator:2x2,cpu:4x1"], "lanes=4 in endpoint item 'cpu:4x1'"),
+    (["endpoints=accelerator:2x2,dsp:2x1"], "endpoint kind 'dsp'"),
+    (["endpoints=accelerator:2x200"], "more than the switch's 128 ports"),
+    (["endpoints=accelerator:2x3", "n_endpoints=4"], "lists 3 endpoints but n_endpoints=4"),
+    (["endpoints=accelerator:2x2,cpu:2x1", "mem_bytes=100"], "mem_bytes=100"),
+])
+def test_bad_endpoint_list_exits_2_with_one_line(sets, needle, tmp_path, capsys):
+    from fusionfabric.cli import main
+    argv = ["generate", "fabric", "-o", str(tmp_path / "f.v")]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err

@@ -272,7 +272,7 @@ def test_hetero_rack_memory_matches_the_target_model(seed, cpus):
     net = IdealNetwork(6, seed, jitter=5, cpu_endpoints=w.cpus, mem_bytes=2048)
     net.run(w)
     w.check()
-    ops = {"reads": 0, "writes": 0, "atomics": 0, "errors": 0}
+    ops = {"reads": 0, "writes": 0, "atomics": 0, "errors": 0, "dropped": 0}
     for c in w.cpus:
         assert np.array_equal(net.memories[c].mem, w.readback[c])
         for k in ops:
@@ -280,7 +280,8 @@ def test_hetero_rack_memory_matches_the_target_model(seed, cpus):
     m = w.stats()["memory"]
     readback_reads = len(w.cpus) * (2048 // 256)
     assert ops == {"reads": m["reads"] + readback_reads, "writes": m["writes"],
-                   "atomics": m["atomics"], "errors": m["errors"]}
+                   "atomics": m["atomics"], "errors": m["errors"], "dropped": 0}
+    assert w.target_counts == ops
     assert min(m["reads"], m["writes"], m["atomics"], m["errors"]) > 0
     # the contended counters: every accelerator added to them
     adders = {a for a in w.accels for msg, *_ in w.script[a] if msg.opcode == Opcode.ATOMIC_ADD}

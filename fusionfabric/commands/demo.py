@@ -56,6 +56,10 @@ WORKLOAD_ORDER = ("allreduce-switch", "allreduce-ring", "moe-alltoall")
 #: The FEC run's fabric size and workloads (docs/demo.md, "The FEC run").
 FEC_ENDPOINTS = 2
 FEC_WORKLOADS = ("allreduce-switch", "moe-alltoall")
+#: The heterogeneous run (docs/demo.md, "The heterogeneous run"): its workload and the
+#: memory of each cpu endpoint.
+HETERO_WORKLOAD = "hetero-rack"
+HETERO_MEM_BYTES = 4096
 
 
 def add_arguments(p):
@@ -101,6 +105,11 @@ def add_arguments(p):
                         "decoder to the simulated design)")
     p.add_argument("--fec-workloads", default=",".join(FEC_WORKLOADS),
                    help=f"workloads of the FEC run (default {','.join(FEC_WORKLOADS)})")
+    p.add_argument("--hetero-cpus", default="auto",
+                   help="cpu endpoints (memory targets, the last ones) of the heterogeneous "
+                        "run: the other endpoints all-reduce while they serve READ, WRITE "
+                        "and ATOMIC_ADD; 0 skips it (default auto: 1, and 0 on --sim "
+                        "amaranth, whose runner builds no memory target, and with fewer than 3 endpoints)")
     p.add_argument("--slip-at", default=None,
                    help="cycle after the traffic starts at which the lane slips (default: "
                         "half the workload's cycles on the ideal network, i.e. mid-run)")
@@ -203,7 +212,8 @@ def _run_ideal(name, n, seed, wparams, n_chunks) -> dict:
 
     w = make_workload(name, n, seed, **wparams)
     t0 = time.perf_counter()
-    res = IdealNetwork(n, seed, n_chunks=n_chunks).run(w)
+    res = IdealNetwork(n, seed, n_chunks=n_chunks, cpu_endpoints=getattr(w, "cpus", ()),
+                       mem_bytes=getattr(w, "mem_bytes", HETERO_MEM_BYTES)).run(w)
     error = None
     try:
         w.check()
@@ -378,6 +388,20 @@ def run(args):
         fec_w = _workload_params(args, n_fec, n_chunks)
         fault = {"ber": fec_ber, "slip_lane": -1, "lanes": "rs544"}
         runs += [(fault, name, n_fec, fec_params, fec_w[name]) for name in fec_names]
+    hetero = str(args.hetero_cpus).strip().lower()
+    n_cpus = ((0 if (args.engine == "rtl" and args.sim == "amaranth") or n < 3 else 1)
+              if hetero == "auto" else _num(args.hetero_cpus, "hetero-cpus", int, 0, n - 2))
+    if n_cpus and args.engine == "rtl" and args.sim == "amaranth":
+        raise CliError("--hetero-cpus: the amaranth runner builds no memory target; use "
+                       "--sim verilator or icarus, or --hetero-cpus 0")
+    if n_cpus and args.faults != "only":
+        cpus = list(range(n - n_cpus, n))
+        hp = {"n_elems": wparams["allreduce-switch"]["n_elems"], "n_chunks": n_chunks,
+              "message_bytes": wparams["allreduce-switch"]["message_bytes"],
+              "cpu_endpoints": cpus, "mem_bytes": HETERO_MEM_BYTES}
+        hparams = dict(params, endpoints=f"accelerator:2x{n - n_cpus},cpu:2x{n_cpus}",
+                       mem_bytes=HETERO_MEM_BYTES) if args.engine == "rtl" else params
+        runs.append((None, HETERO_WORKLOAD, n, hparams, hp))
     # build each workload once here: bad combinations end as CliError before any run
     from fusionfabric.sim.workloads import make_workload
     for _, name, n_run, _, wp in runs:
@@ -513,11 +537,49 @@ def _table(report, out: Path, plots):
             print(f"events, {r['workload']} ({_fmt_faults(r['faults'])}): "
                   + ", ".join(f"{k} {v:,}" for k, v in r["events"].items()))
     for r in report["runs"]:
+        line = _kind_line(r)
+        if line:
+            print(line)
+    for r in report["runs"]:
         if r.get("error"):
             print(f"{r['workload']} ({_fmt_faults(r['faults'])}): {_brief(r['error'])}")
     print(f"wrote {out / 'demo.json'}" + "".join(f", {p}" for p in plots))
     print(f"demo finished in {report['wall_s']:.0f} s; "
           + ("every run bit-exact" if report["all_bit_exact"] else "SOME RUNS NOT BIT-EXACT"))
+
+
+def kind_goodput(r: dict) -> dict | None:
+    """Goodput per endpoint kind of a run whose workload names the kinds (hetero-rack):
+    ``{kind: {"ports", "rx", "tx"}}`` with the mean received and sent payload per port as a
+    fraction of one 16-byte slot per cycle, or None."""
+    kinds = (r.get("stats") or {}).get("kinds")
+    g = r.get("goodput") or {}
+    if not kinds or not g.get("rx"):
+        return None
+    out: dict = {}
+    for p, k in enumerate(kinds):
+        d = out.setdefault(k, {"ports": 0, "rx": 0.0, "tx": 0.0})
+        d["ports"] += 1
+        d["rx"] += g["rx"][p]
+        d["tx"] += g["tx"][p]
+    for d in out.values():
+        d["rx"] /= d["ports"]
+        d["tx"] /= d["ports"]
+    return out
+
+
+def _kind_line(r: dict) -> str | None:
+    kg = kind_goodput(r)
+    if kg is None:
+        return None
+    mem = (r.get("stats") or {}).get("memory") or {}
+    parts = [f"{k} x{d['ports']}: rx {100 * d['rx']:.1f}%, tx {100 * d['tx']:.1f}%"
+             for k, d in kg.items()]
+    return (f"goodput per kind, {r['workload']} ({_fmt_faults(r['faults'])}): "
+            + "; ".join(parts)
+            + (f"; memory requests completed: {mem['reads']} READ, {mem['writes']} WRITE, "
+               f"{mem['atomics']} ATOMIC_ADD, {mem['errors']} ERROR (out of range), "
+               f"{mem['readback_bytes']:,} bytes read back" if mem else ""))
 
 
 def _plots(rows, n, out: Path) -> list[Path]:

@@ -146,7 +146,12 @@ class Fabric(wiring.Component):
         ``mem_bytes`` behind its chiplet (docs/fabric.md, "Memory target"); empty (the
         default): every endpoint is an accelerator, and the Verilog is unchanged.
     mem_bytes : int
-        Memory size of each cpu endpoint's target.
+        Memory size of each cpu endpoint's target (also a block parameter).
+    endpoints : str
+        Block parameter: an endpoint list (``accelerator:2x3,cpu:2x1``,
+        :func:`fusionfabric.endpoints.parse_endpoints`; 2 lanes only) that sets
+        ``n_endpoints`` (which must then be left at 8 or equal the list's count) and
+        ``cpu_endpoints``; empty (the default): ``n_endpoints`` accelerators.
 
     Members
     -------
@@ -200,7 +205,19 @@ class Fabric(wiring.Component):
                  replay_limit: int = 16, link_timeout: int = 0, retrain_holdoff: int = 0,
                  cpl_timeout: int = 65536, lane_profile: str = "64b66b",
                  fec_symbols: int = 8, fec_am_period: int = 8, *, cpu_endpoints=(),
-                 mem_bytes: int = 4096):
+                 mem_bytes: int = 4096, endpoints: str = ""):
+        if endpoints:
+            # an endpoint list (fusionfabric/endpoints.py) sets n_endpoints and the cpus
+            from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
+            kw = fabric_kwargs(parse_endpoints(endpoints, lane_profile=lane_profile))
+            if n_endpoints not in (8, kw["n_endpoints"]):
+                raise ValueError(f"endpoints={endpoints!r} lists {kw['n_endpoints']} "
+                                 f"endpoints but n_endpoints={n_endpoints}: give one of the "
+                                 "two")
+            if tuple(cpu_endpoints):
+                raise ValueError("give the cpu endpoints in endpoints= or cpu_endpoints, "
+                                 "not both")
+            n_endpoints, cpu_endpoints = kw["n_endpoints"], kw["cpu_endpoints"]
         if not isinstance(n_endpoints, int) or not 2 <= n_endpoints <= 128:
             raise ValueError(f"n_endpoints={n_endpoints!r} must be an integer in 2..128")
         if n_lanes != 2:

@@ -10,7 +10,7 @@ testcase=<one of the tests below>, test_args=...)``; ``params`` are the ``fabric
 
 ``workload`` (str)
     a key of ``fusionfabric.sim.workloads.WORKLOADS`` (``allreduce-switch``, ``allreduce-ring``,
-    ``moe-alltoall``).
+    ``moe-alltoall``, ``hetero-rack``).
 ``seed`` (int, default: the run's seed)
     the workload's data seed.
 ``params`` (dict)
@@ -22,6 +22,10 @@ testcase=<one of the tests below>, test_args=...)``; ``params`` are the ``fabric
     (default 1) bits on lane ``slip_lane`` (``fusionfabric.rtl.fabric.lane_index``; -1 =
     none) ``slip_at`` cycles (default 1000) after the traffic starts, and (optional) lane
     ``lane`` dark for ``cycles`` cycles from ``start`` cycles after the traffic starts.
+With cpu endpoints among the parameters (``endpoints`` or ``cpu_endpoints``: a fabric
+built with memory targets, the
+``hetero-rack`` workload), the record also has ``memory_targets``: each target's
+``o_mem_status`` counters, whose sums must equal the workload's ``target_counts``.
 ``result_file`` (str, default ``fabric_results.json`` in the run directory)
     written at the end with :func:`fusionfabric.sim.workloads.result_record` plus ``crc_errors``,
     ``flips``, ``slips`` (PCS bit slips after the links first came up: relock hunting),
@@ -50,6 +54,7 @@ from fusionfabric.sim.chiplet import Message
 from fusionfabric.formats.switch import Dtype, Mode, Op
 from fusionfabric.sim.reduce import pack_flit, random_bits, reduce_flits
 from fusionfabric.tb.common.coverage import cover_point
+from fusionfabric.tb.common.stream import to_int
 from fusionfabric.tb.fabric.fabric_tb import LINK_ACTIVE, FabricLedger, FabricTB, result_items
 
 sample_op = cover_point("fabric.opcode", bins=["WRITE", "READ", "ATOMIC_ADD", "MULTICAST",
@@ -315,6 +320,10 @@ async def test_workload(dut):
         if tb.cycle() - t0 > limit:
             break
     cycles = tb.cycle() - t0
+    if getattr(w, "cpus", None):
+        # a memory target's traffic stays inside the fabric: count what it served
+        for c in w.cpus:
+            tx[c], rx[c] = w.served_tx[c], w.served_rx[c]
     status = await tb.report(name, cycles, write=False)
     eps = status["endpoints"]
     rec = result_record(
@@ -326,6 +335,24 @@ async def test_workload(dut):
         endpoints=[{**x, "tx_bytes": tx[i], "rx_bytes": rx[i],
                     "goodput_bytes_per_cycle": round(rx[i] / max(1, cycles), 4)}
                    for i, x in enumerate(eps)])
+    cpus = list(tb.params.get("cpu_endpoints") or [])
+    if tb.params.get("endpoints"):
+        from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
+        cpus = list(fabric_kwargs(parse_endpoints(tb.params["endpoints"]))["cpu_endpoints"])
+    if cpus:
+        # the memory targets' own counters (o_mem_status, in cpu_endpoints order) against
+        # what the workload's checked completions add up to
+        from fusionfabric.formats.memory import MEM_STATUS
+        got = [MEM_STATUS.unpack(to_int(getattr(dut, f"o_mem_status__{k}").value))
+               for k in range(len(cpus))]
+        rec["memory_targets"] = {str(c): g for c, g in zip(cpus, got)}
+        want = getattr(w, "target_counts", None)
+        if want is not None and rec["bit_exact"]:
+            total = {k: sum(int(g[k]) for g in got) for k in want}
+            if total != want:
+                rec["bit_exact"] = False
+                rec["error"] = (f"memory target counters {total} != the workload's {want} "
+                                f"(seed {wseed})")
     tb.write_results(rec)
     assert rec["bit_exact"], rec["error"]
 
