@@ -206,6 +206,8 @@ class Fabric(wiring.Component):
                  cpl_timeout: int = 65536, lane_profile: str = "64b66b",
                  fec_symbols: int = 8, fec_am_period: int = 8, *, cpu_endpoints=(),
                  mem_bytes: int = 4096, endpoints: str = ""):
+        from fusionfabric.formats.memory import check_mem_bytes
+        check_mem_bytes(mem_bytes)          # checked with or without a cpu endpoint
         if endpoints:
             # an endpoint list (fusionfabric/endpoints.py) sets n_endpoints and the cpus
             from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
