@@ -885,11 +885,10 @@ class HeteroRack(AllReduceInNetwork):
         if msg.opcode == Opcode.READ_CPL and msg.data != data:
             i = next(k for k in range(len(data)) if msg.data[k] != data[k])
             self._fail(f"{where}: byte {i} is {msg.data[i]:#04x}, expected {data[i]:#04x}")
-        key = {"readback": "readback_bytes"}.get(what)
-        if key:
+        if what == "readback":
             self.readback[req.dest][req.addr:req.addr + len(msg.data)] = \
                 np.frombuffer(msg.data, np.uint8)
-            self.mem_stats[key] += len(msg.data)
+            self.mem_stats["readback_bytes"] += len(msg.data)
         elif status != Status.OK:
             self.mem_stats["errors"] += 1
         else:

@@ -129,12 +129,11 @@ def kind_report(phys: PhysParams, per_kind: dict) -> dict:
     TB/s (signalling, the announced kind of figure), its share of the rack's, and the
     payload it moved both directions (TB/s) at the measured flits per cycle."""
     r = port_rate(phys)
-    total = sum(k["lanes"] for k in per_kind.values())
     out = {}
     for kind, k in per_kind.items():
         line = k["lanes"] / phys.lanes * r.accelerator_Bps
         out[kind] = {"ports": k["ports"], "lanes": k["lanes"],
-                     "line_TBps": line / 1e12, "share_of_rack": k["lanes"] / total,
+                     "line_TBps": line / 1e12, "share_of_rack": k["lane_share"],
                      "moved_TBps": (k["sent"] + k["received"]) * r.payload_Bps / 1e12}
     return out
 

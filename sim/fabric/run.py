@@ -65,9 +65,9 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False,
     w0, w1 = warm, warm + run.cycles
     trace = load_trace(tr.trace_file, n) if tr.pattern == "trace" else None
     pseed = resolve_placement_seed(tr, run.seed)
-    ports = cfg.port_table()
+    ports = cfg.port_table()            # parses link.ports (validated by load_config)
     lanes = [l for _, l in ports]
-    mixed = cfg.port_groups() is not None
+    mixed = bool(cfg.link.ports)
     rates = np.array(lanes, float) / cfg.phys.lanes if mixed and tr.own_rate else None
     gens = [make_generator(tr, n, load, point_rng(run.seed, k, load), trace=trace,
                            placement_seed=pseed, rates=rates)
