@@ -33,6 +33,7 @@ __all__ = [
     "tree_reduce", "tree_shape", "combine", "reduce_bits", "elements_per_flit",
     "unpack_flit", "pack_flit", "reduce_flits", "widen", "narrow", "VECTORS",
     "special_values", "random_bits", "STORAGE", "FLOAT", "ALU_LATENCY", "unit_latency",
+    "reduce_bits_tiers",
 ]
 
 #: numpy dtype of each reduction dtype's values.
@@ -221,6 +222,24 @@ def special_values(dtype) -> np.ndarray:
     v = [0x0, 0x8000, 0x1, 0x8001, 0x007F, 0x807F, 0x0080, 0x8080, 0x7F7F, 0xFF7F, 0x7F80,
          0xFF80, 0x7FC0, 0xFFC1, 0x7F81, 0x3F80, 0xBF80, 0x7F00, 0x3380]
     return np.array(v, np.uint16)
+
+
+def reduce_bits_tiers(contribs, dtype, op, group: int, native: bool = False) -> np.ndarray:
+    """Two-tier reduction of ``contribs`` (shape ``(k, n)``, row = endpoint rank, ``k`` a
+    multiple of ``group``), the order of a Clos's in-network all-reduce: each leaf reduces
+    its ``group`` consecutive ranks with :func:`reduce_bits` (the tree over its ports in
+    port order; fp16/bf16 accumulate in fp32 and the leaf's partial is rounded once to the
+    dtype, since it travels to the spine in a flit of that dtype), then the spine reduces
+    the leaves' partials, leaf 0 first, with :func:`reduce_bits` again. With one leaf this
+    is :func:`reduce_bits`."""
+    rows = np.asarray(contribs)
+    if group < 1 or rows.shape[0] % group:
+        raise ValueError(f"{rows.shape[0]} contributions are not whole leaves of {group}")
+    partials = [reduce_bits(rows[i:i + group], dtype, op, native)
+                for i in range(0, rows.shape[0], group)]
+    if len(partials) == 1:
+        return partials[0]
+    return reduce_bits(np.stack(partials), dtype, op, native)
 
 
 def random_bits(rng: np.random.Generator, dtype, shape, special: float = 0.1,

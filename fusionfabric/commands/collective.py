@@ -30,6 +30,17 @@ def add_arguments(p):
     p.add_argument("-o", "--output", metavar="FILE", help="write the output here")
 
 
+def where(cfg, short: bool = False) -> str:
+    """``72 ports``, or the Clos: ``1024 endpoints (Clos: 32 leaves x 32, 32 spines,
+    adaptive routing)`` (``short``: without the routing)."""
+    t = cfg.topology
+    if t.kind != "clos":
+        return f"{cfg.switch.n_ports} ports"
+    tail = "" if short else f", {t.routing} routing"
+    return (f"{t.endpoints} endpoints (Clos: {t.leaves} leaves x {t.endpoints_per_leaf}, "
+            f"{t.spines} spines{tail})")
+
+
 def run(args):
     from fusionfabric.commands._fabric_args import build_config, parse_bytes, say
     from fusionfabric.sim.fabric.collective import DTYPES, collective
@@ -62,9 +73,9 @@ def run(args):
     if args.json:
         text = json.dumps(rows, indent=1) + "\n"
     else:
-        n = cfg.switch.n_ports
-        lines = [f"# {args.op} on {n} ports, link {rows[0]['link_GBps_per_direction']:.0f} "
-                 f"GB/s per direction payload, seed {cfg.run.seed}",
+        lines = [f"# {args.op} on {where(cfg)}, link "
+                 f"{rows[0]['link_GBps_per_direction']:.0f} GB/s per direction payload, "
+                 f"seed {cfg.run.seed}",
                  f"{'algo':>6} {'bytes':>12} {'time_us':>10} {'algbw_GB/s':>11} "
                  f"{'busbw_GB/s':>11} {'busbw/link':>10} {'lat_us':>8}"]
         for r in rows:
@@ -75,11 +86,16 @@ def run(args):
         lines.append(f"# time_us includes lat_us, the physical latencies: per link SerDes "
                      f"{h['serdes_ns']:g} + PCS {h['pcs_ns']:g} + FEC {h['fec_ns']:g} + cable "
                      f"{h['cable_ns']:g} ns, switch {h['switch_ns']:g} ns at "
-                     f"{h['clock_ghz']:g} GHz; path {h['path_ns']:g} ns (docs/model.md)")
+                     f"{h['clock_ghz']:g} GHz; path {h['path_ns']:g} ns"
+                     + (f", across the spines (4 links, 3 switches) "
+                        f"{4 * h['link_ns'] + 3 * h['switch_ns']:g} ns"
+                        if cfg.topology.kind == "clos" and cfg.topology.leaves > 1 else "")
+                     + " (docs/model.md)")
         for r in rows:
             if "numerics" in r:
                 nm = r["numerics"]
-                lines.append(f"# numerics ({nm['dtype']}, {nm['elements']} elements x {n} "
+                lines.append(f"# numerics ({nm['dtype']}, {nm['elements']} elements x "
+                             f"{cfg.endpoints} "
                              f"ranks): switch tree reproducible "
                              f"{nm['switch_tree_reproducible']}, ring vs switch max "
                              f"{nm['ring_vs_switch_max_ulps']} ulp")
@@ -93,6 +109,6 @@ def run(args):
     if args.plot:
         from fusionfabric.sim.fabric.plot import plot_collective
 
-        plot_collective(rows, args.plot, title=f"{args.op}, {cfg.switch.n_ports} ports")
+        plot_collective(rows, args.plot, title=f"{args.op}, {where(cfg, short=True)}")
         say(f"wrote {args.plot}")
     return 0

@@ -28,6 +28,14 @@ together, so the slowest member bounds the ring and the all-to-all.
     ``(n-1)`` blocks of ``ceil(m/n)`` flits, rotating destinations (alltoall pattern):
     ``T = (n-1) ceil(m/n) / rho_a2a + l``.
 
+On a two-tier Clos (``topology.kind = "clos"``) the ranks are its ``n`` endpoints. The ring
+and the all-to-all measure ``rho`` and ``l`` on the Clos itself (the cycle kernel's Clos,
+with its routing). ``--algo switch`` is the in-network all-reduce across the tiers:
+reduced at the leaf, then at spine ``c mod S``, multicast down
+(:func:`~fusionfabric.sim.fabric.reduction.clos_allreduce_cycles`), with ``hop`` measured on
+one leaf as a single switch of ``E + S`` ports and ``hop2 = hop - link.latency +
+topology.link_latency`` from a leaf's unit to a spine's.
+
 Physical time. ``cycles`` above count flit times (one model cycle = one flit time, 8.9 ps
 at 1.8 TB/s), where the switch's pipeline is a couple of flit times and there is no SerDes,
 PCS, FEC or cable. The reported ``seconds`` therefore replace the model's own latency
@@ -40,6 +48,11 @@ traversal of the algorithm:
 * all-to-all: one path (the blocks to different peers overlap);
 * in-switch all-reduce: link in, switch, the unit's ``latency(n)`` RTL cycles, switch,
   link out: ``2 link_ns + 2 switch_ns + latency(n) / clock``.
+
+On a Clos of more than one leaf the path is the longest one, across the spines (4 links,
+3 switch traversals), for the ring and the all-to-all, and the in-network all-reduce pays
+4 links, 4 switch traversals and both units: ``4 link_ns + 4 switch_ns + (latency(E, E +
+S) + latency(L, L)) / clock``.
 
 ``seconds = (cycles - model latency cycles) x flit time + physical latency``; ``model_seconds
 = cycles x flit time`` is the figure without the physical latencies. No software, kernel
@@ -61,9 +74,11 @@ import math
 
 import numpy as np
 
+from fusionfabric.sim.reduce import unit_latency
+
 from .config import Config, max_iterations
 from .phys import hop_latency, port_rate
-from .reduction import reduce_unit_latency, switch_allreduce_cycles
+from .reduction import clos_allreduce_cycles, reduce_unit_latency, switch_allreduce_cycles
 from .run import run_sweep
 
 __all__ = ["collective", "measure_pattern", "reduce_unit_latency", "DTYPES"]
@@ -100,7 +115,7 @@ def _measure(cfg: Config, pattern: str, cycles: int) -> tuple[float, float]:
     return rho, lat
 
 
-def _numerics(n: int, dtype: str, seed: int) -> dict:
+def _numerics(n: int, dtype: str, seed: int, leaf: int | None = None) -> dict:
     from fusionfabric.sim import reduce as red
     from fusionfabric.formats.switch import Dtype, Op
 
@@ -108,8 +123,9 @@ def _numerics(n: int, dtype: str, seed: int) -> dict:
           "int32": Dtype.INT32, "uint32": Dtype.UINT32}[dtype]
     rng = np.random.default_rng(seed)
     contribs = red.random_bits(rng, dt, (n, 256), special=0.0)
-    tree = red.reduce_bits(contribs, dt, Op.SUM)
-    tree2 = red.reduce_bits(contribs.copy(), dt, Op.SUM)
+    # the switch's order: one tree, or leaf trees then the spine's tree in a Clos
+    tree = red.reduce_bits_tiers(contribs, dt, Op.SUM, leaf or n)
+    tree2 = red.reduce_bits_tiers(contribs.copy(), dt, Op.SUM, leaf or n)
     # ring: rank order 0, 1, ..., n-1, accumulated in fp32 for fp16/bf16 (acc::f32)
     acc = red.widen(contribs[0], dt)
     for r in contribs[1:]:
@@ -134,9 +150,22 @@ def _numerics(n: int, dtype: str, seed: int) -> dict:
             "ring_vs_switch_identical": bool(np.array_equal(ring, tree))}
 
 
+def _leaf_config(cfg: Config) -> Config:
+    """One leaf of the Clos as a single switch (its ``E + S`` ports, the ``[switch]`` and
+    endpoint ``[link]`` parameters): the endpoint-to-unit hop of the in-network
+    all-reduce is measured on it."""
+    t = cfg.topology
+    c = copy.deepcopy(cfg)
+    c.topology.kind = "crossbar"
+    c.switch.n_ports = t.endpoints_per_leaf + t.spines
+    c.switch.iterations = min(cfg.switch.iterations or 3, max_iterations(c.switch.n_ports))
+    return c
+
+
 def collective(cfg: Config, op: str, nbytes: int, algo: str, dtype: str | None = None,
                measure_cycles: int = 2000) -> dict:
-    n = cfg.switch.n_ports
+    n = cfg.endpoints
+    clos = cfg.topology.kind == "clos"
     if op not in ("allreduce", "alltoall"):
         raise ValueError(f"collective {op!r} is not allreduce or alltoall")
     if algo not in ("ring", "switch"):
@@ -150,15 +179,20 @@ def collective(cfg: Config, op: str, nbytes: int, algo: str, dtype: str | None =
     hop_ns = hop_latency(cfg.phys)
     m = math.ceil(nbytes / cfg.phys.payload_bytes)
     block = math.ceil(m / n)
+    E, L, S = ((cfg.topology.endpoints_per_leaf, cfg.topology.leaves, cfg.topology.spines)
+               if clos else (n, 1, 0))
+    # the longest accelerator-to-accelerator path: across the spine tier in a Clos of
+    # more than one leaf (4 links, 3 switch traversals), else one switch
+    path_ns = (4 * hop_ns.link_ns + 3 * hop_ns.switch_ns) if L > 1 else hop_ns.path_ns
     if op == "allreduce" and algo == "ring":
         rho, lat = measure_pattern(cfg, "ring", measure_cycles)
         cycles = 2 * (n - 1) * block / rho + 2 * (n - 1) + lat
         factor = 2 * (n - 1) / n
         model_lat = lat
-        phys_lat_ns = 2 * (n - 1) * hop_ns.path_ns
+        phys_lat_ns = 2 * (n - 1) * path_ns
         detail = {"pattern": "ring", "rho": rho, "hop_latency": lat, "steps": 2 * (n - 1),
                   "flits_per_step": block}
-    elif op == "allreduce":
+    elif op == "allreduce" and not clos:
         rho, lat = measure_pattern(cfg, "ring", measure_cycles)  # the link's own limits
         unit = reduce_unit_latency(n)
         hop = int(lat) // 2 + 1
@@ -169,14 +203,41 @@ def collective(cfg: Config, op: str, nbytes: int, algo: str, dtype: str | None =
         detail = {"pattern": "contributions to units c mod n, results replicated",
                   "rho": rho, "hop_latency": lat, "unit_latency": unit,
                   "behavioural": True}
+    elif op == "allreduce":
+        # reduce at the leaf, then at spine c mod S, multicast down (reduction.py)
+        rho, lat = measure_pattern(_leaf_config(cfg), "ring", measure_cycles)
+        hop = int(lat) // 2 + 1
+        hop2 = hop - cfg.link.latency + cfg.topology.link_latency
+        unit_leaf = unit_latency(E, E + S)
+        unit_spine = unit_latency(L, L) if L > 1 else 0
+        cycles = clos_allreduce_cycles(E, L, S, m, rho, hop, hop2,
+                                       max_flits=max(512, (1 << 22) // n))
+        if L > 1:
+            model_lat = 2 * hop + 2 * hop2 + unit_leaf + unit_spine
+            phys_lat_ns = (4 * hop_ns.link_ns + 4 * hop_ns.switch_ns
+                           + hop_ns.cycles_ns(unit_leaf + unit_spine))
+        else:
+            model_lat = 2 * hop + unit_leaf
+            phys_lat_ns = 2 * hop_ns.link_ns + 2 * hop_ns.switch_ns + hop_ns.cycles_ns(
+                unit_leaf)
+        factor = 2 * (n - 1) / n
+        detail = {"pattern": "reduced at the leaf (unit c mod E), at spine c mod S, "
+                  "multicast down", "rho": rho, "hop_latency": lat, "hop": hop,
+                  "hop2": hop2, "unit_latency": unit_leaf + unit_spine,
+                  "unit_latency_leaf": unit_leaf, "unit_latency_spine": unit_spine,
+                  "behavioural": True}
     else:
         rho, lat = measure_pattern(cfg, "alltoall", measure_cycles)
         cycles = (n - 1) * block / rho + lat
         model_lat = lat
-        phys_lat_ns = hop_ns.path_ns
+        phys_lat_ns = path_ns
         factor = (n - 1) / n
         detail = {"pattern": "alltoall", "rho": rho, "hop_latency": lat,
                   "flits_per_peer": block}
+    if clos:
+        detail["topology"] = {"kind": "clos", "leaves": L, "endpoints_per_leaf": E,
+                              "spines": S, "routing": cfg.topology.routing,
+                              "oversubscription": cfg.topology.oversubscription}
     model_seconds = cycles * rate.cycle_s
     phys_latency_s = phys_lat_ns * 1e-9
     seconds = max(cycles - model_lat, 0.0) * rate.cycle_s + phys_latency_s
@@ -189,12 +250,12 @@ def collective(cfg: Config, op: str, nbytes: int, algo: str, dtype: str | None =
         "busbw_GBps": algbw * factor / 1e9, "busbw_factor": factor,
         "link_GBps_per_direction": rate.payload_Bps / 1e9,
         "busbw_over_link": algbw * factor / rate.payload_Bps,
-        "iterations": cfg.switch.iterations or min(3, max_iterations(n)),
+        "iterations": cfg.switch.iterations or min(3, max_iterations(E + S if clos else n)),
         "seed": cfg.run.seed, **detail,
     }
     if dtype:
         if dtype not in DTYPES:
             raise ValueError(f"--dtype {dtype!r} is not one of: {', '.join(DTYPES)}")
         if op == "allreduce":
-            out["numerics"] = _numerics(n, dtype, cfg.run.seed)
+            out["numerics"] = _numerics(n, dtype, cfg.run.seed, E)
     return out
