@@ -46,7 +46,7 @@ class ConfigError(ValueError):
 
 
 PATTERNS = ("uniform", "permutation", "transpose", "hotspot", "bursty", "alltoall",
-            "moe_dispatch", "moe_combine", "ring", "trace")
+            "moe_dispatch", "moe_combine", "ring", "trace", "cpu_memory")
 
 
 def _f(default, doc, *, choices=None, lo=None, hi=None):
@@ -111,6 +111,17 @@ class TrafficParams:
     own_rate: bool = _f(True, "with link.ports: the load is a fraction of each source's own "
                               "line rate (false: of the full rate, so a slower source "
                               "offered more than it can send backs up)")
+    mem_fraction: float = _f(0.02, "cpu_memory: fraction of an accelerator's offered flits "
+                                  "that are memory requests to the cpu ports", lo=0.0, hi=1.0)
+    read_fraction: float = _f(0.8, "cpu_memory: fraction of memory requests that are READs "
+                                   "(the rest WRITEs)", lo=0.0, hi=1.0)
+    read_request_flits: int = _f(1, "cpu_memory: flits of a READ request", lo=1, hi=4096)
+    read_response_flits: int = _f(4, "cpu_memory: flits of a READ response (the data)",
+                                  lo=1, hi=4096)
+    write_flits: int = _f(4, "cpu_memory: flits of a WRITE request (header and data)", lo=1,
+                          hi=4096)
+    write_response_flits: int = _f(1, "cpu_memory: flits of a WRITE completion", lo=1,
+                                   hi=4096)
 
 
 @dataclass
@@ -294,6 +305,12 @@ class Config:
         if self.traffic.hotspot_ports > self.endpoints:
             raise ConfigError(f"traffic.hotspot_ports={self.traffic.hotspot_ports} exceeds "
                               f"the {self.endpoints} endpoints")
+        if self.traffic.pattern == "cpu_memory":
+            kinds = [k for k, _ in self.port_table()]
+            if "cpu" not in kinds or sum(k != "cpu" for k in kinds) < 2:
+                raise ConfigError("traffic.pattern=cpu_memory needs link.ports with at least "
+                                  "one cpu port and two other ports (e.g. link.ports="
+                                  "accelerator:36x64,cpu:9x8)")
         if self.traffic.pattern == "trace" and not self.traffic.trace_file:
             raise ConfigError("traffic.pattern=trace needs traffic.trace_file=FILE")
         if self.phys.fec_symbols and 544 % self.phys.fec_symbols:

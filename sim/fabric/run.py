@@ -67,10 +67,11 @@ def run_sweep(cfg: Config, *, progress: bool | None = None, log: bool = False,
     pseed = resolve_placement_seed(tr, run.seed)
     ports = cfg.port_table()            # parses link.ports (validated by load_config)
     lanes = [l for _, l in ports]
+    kinds = [kind for kind, _ in ports]
     mixed = bool(cfg.link.ports)
     rates = np.array(lanes, float) / cfg.phys.lanes if mixed and tr.own_rate else None
     gens = [make_generator(tr, n, load, point_rng(run.seed, k, load), trace=trace,
-                           placement_seed=pseed, rates=rates)
+                           placement_seed=pseed, rates=rates, kinds=kinds)
             for load, k in points]
     fab = Fabric(sw, cfg.link, B, window=(w0, w1), src_queue=run.src_queue, log=log,
                  port_lanes=lanes if mixed else None, full_lanes=cfg.phys.lanes)

@@ -44,6 +44,16 @@ Patterns (``TrafficParams.pattern``):
     i -> i+1 mod n (one ring all-reduce step).
 ``trace``
     replay of a CSV or JSONL trace with ``cycle, source, destination, size``.
+``cpu_memory``
+    a mixed rack (``link.ports`` with ``cpu`` ports): every other port (accelerator, gpu)
+    offers ``load`` of its own rate, of which ``mem_fraction`` (in flits) are memory
+    requests to a uniform cpu port (a READ of ``read_request_flits`` with probability
+    ``read_fraction``, else a WRITE of ``write_flits``) and the rest ring packets of
+    ``packet_size`` to the next non-cpu port (a collective among the accelerators); each
+    cpu port answers the requests it is sent on average, open loop: READ responses of
+    ``read_response_flits`` and WRITE completions of ``write_response_flits`` in the
+    requests' proportions, to requesters drawn in proportion to their request rates, capped
+    at the cpu's own rate (reported in ``offered``).
 """
 
 from __future__ import annotations
@@ -433,6 +443,79 @@ class Trace(_Gen):
         return float(self.sz.sum()) / (self.end * self.n)
 
 
+class CpuMemory(_Gen):
+    """``cpu_memory`` (module docstring). ``kinds``: each port's kind; ``rates``: each
+    port's line rate in flits per cycle (``None``: 1 for every port)."""
+
+    def __init__(self, n, load, size, rng, kinds, rates, t):
+        super().__init__(n, load, size, rng)
+        if kinds is None or "cpu" not in kinds:
+            raise TrafficError("pattern cpu_memory needs cpu ports (link.ports)")
+        kinds = list(kinds)
+        rate = np.ones(n) if rates is None else np.asarray(rates, float)
+        self.cpu = np.array([i for i, k in enumerate(kinds) if k == "cpu"], np.int64)
+        self.acc = np.array([i for i, k in enumerate(kinds) if k != "cpu"], np.int64)
+        if self.acc.size < 2:
+            raise TrafficError("pattern cpu_memory needs two ports that are not cpu")
+        self.is_cpu = np.zeros(n, bool)
+        self.is_cpu[self.cpu] = True
+        self.ring_next = np.full(n, -1, np.int64)
+        self.ring_next[self.acc] = np.roll(self.acc, -1)
+        rf, mf = float(t.read_fraction), float(t.mem_fraction)
+        self.rf = rf
+        self.rq, self.wr = int(t.read_request_flits), int(t.write_flits)
+        self.rsp, self.wack = int(t.read_response_flits), int(t.write_response_flits)
+        mreq = rf * self.rq + (1 - rf) * self.wr           # mean request flits
+        mrsp = rf * self.rsp + (1 - rf) * self.wack        # mean response flits
+        flits = self.load * rate                           # accelerators' offered flits
+        req = np.where(self.is_cpu, 0.0, flits * mf / mreq)          # requests per cycle
+        ring = np.where(self.is_cpu, 0.0, flits * (1 - mf) / self.size)
+        self.req_rate = req
+        # a cpu is sent 1/C of every accelerator's requests and answers each once
+        served = req.sum() / self.cpu.size
+        self.response_flits = served * mrsp                # per cpu, before the cap
+        cpu_flits = np.minimum(self.response_flits, rate)
+        p = req + ring
+        p[self.cpu] = cpu_flits[self.cpu] / mrsp
+        if (p > 1).any():
+            raise TrafficError(f"cpu_memory: a port would start {p.max():.3f} packets per "
+                               "cycle (more than 1): raise the packet sizes or lower the load")
+        self.p = p
+        self.p_mem = np.divide(req, p, out=np.zeros(n), where=p > 0)  # a packet is a request
+        self.requester_cdf = np.cumsum(req) / req.sum() if req.sum() > 0 else None
+        self.mean_flits = np.where(self.is_cpu, mrsp, 0.0)
+        self.mean_flits[self.acc] = np.divide(req[self.acc] * mreq + ring[self.acc]
+                                              * self.size, p[self.acc],
+                                              out=np.zeros(self.acc.size),
+                                              where=p[self.acc] > 0)
+
+    def chunk(self, t0, cycles):
+        arrive = self.arrivals(cycles)
+        rows, src = np.nonzero(arrive)
+        k = src.size
+        u_kind, u_read = self.rng.random(k), self.rng.random(k)
+        u_dest = self.rng.random(k)
+        read = u_read < self.rf
+        cpu_src = self.is_cpu[src]
+        mem = ~cpu_src & (u_kind < self.p_mem[src])
+        d = np.where(mem, self.cpu[np.minimum((u_dest * self.cpu.size).astype(np.int64),
+                                              self.cpu.size - 1)], self.ring_next[src])
+        sz = np.where(mem, np.where(read, self.rq, self.wr), self.size)
+        if cpu_src.any():
+            who = np.searchsorted(self.requester_cdf, u_dest[cpu_src], side="right")
+            d[cpu_src] = np.minimum(who, self.n - 1)
+            sz[cpu_src] = np.where(read[cpu_src], self.rsp, self.wack)
+        dest = np.full((cycles, self.n), -1, dtype=np.int16)
+        size = np.zeros((cycles, self.n), dtype=np.int16)
+        dest[rows, src] = d
+        size[rows, src] = sz
+        return dest, size
+
+    @property
+    def offered(self) -> float:
+        return float(np.mean(self.p * self.mean_flits))
+
+
 def load_trace(path: str | Path, n_ports: int):
     """Read a CSV (header ``cycle,source,destination,size``) or JSONL trace.
 
@@ -479,15 +562,18 @@ def load_trace(path: str | Path, n_ports: int):
 
 
 def make_generator(traffic, n_ports: int, load: float, rng: np.random.Generator,
-                   trace=None, placement_seed: int | None = None, rates=None):
+                   trace=None, placement_seed: int | None = None, rates=None, kinds=None):
     """The generator of one batch point for a :class:`~sim.fabric.config.TrafficParams`.
 
     ``placement_seed``: the MoE expert placement's seed (:func:`placement`); a sweep
     passes the same one to every point. ``None`` draws the placement from ``rng``.
     ``rates``: each source port's line rate in flits per cycle (ports of different lanes,
     ``link.ports``); the offered load is then a fraction of each source's own rate. A
-    trace is replayed as written.
+    trace is replayed as written. ``kinds``: each port's kind (``cpu_memory`` needs them;
+    it applies ``rates`` itself, its cpu ports answering at the accelerators' rates).
     """
+    if traffic.pattern == "cpu_memory":
+        return CpuMemory(n_ports, load, traffic.packet_size, rng, kinds, rates, traffic)
     g = _make_generator(traffic, n_ports, load, rng, trace, placement_seed)
     if rates is not None and traffic.pattern != "trace":
         if traffic.pattern == "bursty":
