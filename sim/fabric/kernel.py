@@ -2,10 +2,16 @@
 
 Written as plain scalar loops over ``(batch point, cycle, port)`` and compiled by numba
 (``njit(cache=True)``; batch points on threads with ``prange`` when no departure log is
-kept). One cycle of one switch is ``_cycle``: the single switch calls it once per cycle
-(``run_chunk``), a two-tier Clos (sim/fabric/clos.py, ``run_clos_chunk``) once per switch
-per cycle, with the same rules; only the ports that face another switch (their link's
-sender is that switch's output stage) and the ingress routing differ (``_route``). :class:`fusionfabric.sim.fabric.engine.Fabric` owns the arrays and passes them as four
+kept). ``_cycles`` advances the switches of one batch point by one chunk of cycles, in
+every cycle one switch after the other: the single switch is one switch (``run_chunk``), a
+two-tier Clos (sim/fabric/clos.py, ``run_clos_chunk``) all of its switches, with the same
+rules; only the ports that face another switch (their link's sender is that switch's
+output stage) and the ingress routing differ (``_route``). ``_cycles`` binds every array
+of the tuples to a local name once per call and calls no function with an array argument
+inside its loops: numba updates an array's reference count (an atomic operation) each
+time one is taken from a tuple or passed to a function, which inside the loops would cost
+about a third of a Clos point's run time at moderate load.
+:class:`fusionfabric.sim.fabric.engine.Fabric` owns the arrays and passes them as four
 named tuples of arrays: :class:`Groups` (the multicast table), :class:`Traffic` (one chunk of
 created packets and the output-ready pattern), :class:`State` (every register of the
 switches, links and source queues, and the statistics) and :class:`Log` (the departure log).
@@ -144,7 +150,8 @@ State = namedtuple("State", (
     "st", "hist", "latmax"))
 #: The wiring of a Clos batch point's switches (leaves first, then spines), per switch
 #: ``s``: ports ``nports[s]``, iSLIP rounds ``iters[s]``, endpoint ports ``nep[s]`` (ports
-#: ``0 .. nep-1``, endpoints ``e0[s] ..``); output ``o >= nep`` feeds input ``peer_p[s, o]`` of switch ``peer_s[s, o]``.
+#: ``0 .. nep-1``, endpoints ``e0[s] ..``); output ``o >= nep``
+#: feeds input ``peer_p[s, o]`` of switch ``peer_s[s, o]``.
 #: Per state index (``point * switches + s``): ``occ[b, o]`` flits queued in the switch for
 #: output ``o`` (VOQs plus output buffer; adaptive routing), ``hold[b, i]`` the uplink of
 #: the packet passing input ``i``. ``active[pt]``: batch point ``pt`` is simulated (a sweep
@@ -160,15 +167,16 @@ SRC_MASK = 0xFFF
 Log = namedtuple("Log", ("t", "o", "src", "info", "b", "n"))
 
 
-def _route(i, d, info, e0, nep, NE, EPL, SPINES, ROUTING, occ, hold):
+def _route(d, info, e0, nep, NE, EPL, SPINES, ROUTING):
     """Output port of a unicast flit for destination endpoint ``d`` at a Clos switch (-1:
-    no such endpoint). A spine (``nep == 0``) sends down to leaf ``d // EPL`` (its port);
-    a leaf sends a local destination to its port and any other up a spine port
-    ``nep + k``: ``d mod SPINES`` (deterministic), the ECMP hash of (source, ``d``), or
-    (adaptive) the uplink with the fewest flits queued for it in the leaf (VOQs of every
-    input plus its output buffer, ``occ``; ties to the first in cyclic order from the
-    flow's ECMP uplink), chosen at the packet's first flit and held in ``hold[i]`` for its
-    other flits."""
+    no such endpoint; -2: adaptive, the caller chooses). A spine (``nep == 0``) sends down
+    to leaf ``d // EPL`` (its port); a leaf sends a local destination to its port and any
+    other up a spine port ``nep + k``: ``d mod SPINES`` (deterministic), the ECMP hash of
+    (source, ``d``), or (adaptive, in ``_cycles``) the uplink with the fewest flits queued
+    for it in the leaf (VOQs of every input plus its output buffer, ``occ[b]``; ties to the
+    first in cyclic order from the flow's ECMP uplink), chosen at the packet's first flit
+    and held in ``hold[b, i]`` for its other flits. Scalars only: an array argument would
+    cost reference count updates on every call."""
     if d >= NE:
         return -1
     if nep == 0:
@@ -180,16 +188,7 @@ def _route(i, d, info, e0, nep, NE, EPL, SPINES, ROUTING, occ, hold):
     if ROUTING == 1:
         src = (info >> SRC_SHIFT) & SRC_MASK
         return nep + ecmp_hash(src, d) % SPINES
-    if (info >> 44) & 1:
-        src = (info >> SRC_SHIFT) & SRC_MASK
-        s0 = ecmp_hash(src, d) % SPINES
-        k = nep + s0
-        for j in range(1, SPINES):
-            o = nep + (s0 + j) % SPINES
-            if occ[o] < occ[k]:
-                k = o
-        hold[i] = k
-    return hold[i]
+    return -2
 
 
 def ecmp_hash(src, dest):
@@ -266,16 +265,22 @@ def _voq_send(b, i, s_send, in_window, N, CAP, SV, DMASK, state):
         state.sv_flit[b, i] = fl + 1
 
 
-def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, groups, traffic,
-           state, log, matched_in, matched_out, grant, best, bestd, popped, cred_inc, head_dest,
-           head_kind, rb, freeb):
-    """Cycle ``T0 + c`` of one switch, state index ``b``, with ``N`` ports.
+def _cycles(pt, boff, nsw, p, groups, traffic, state, log, net):
+    """Cycles ``T0 .. T0 + C - 1`` of ``nsw`` switches, state indices ``boff ..
+    boff + nsw - 1``, traffic batch row ``pt``; in every cycle the switches one after the
+    other (switch-to-switch links have a latency of at least one cycle, so a switch reads
+    nothing another switch wrote in the same cycle and their order does not matter).
 
-    Ports ``0 .. nep-1`` face endpoints (source queue and link of ``[link]``; their
-    traffic and ready columns are ``e0 ..``, of traffic batch row ``tb``); ports ``nep ..
-    N-1`` (Clos only) are switch-to-switch links of latency ``L2`` and ``K2`` credits:
-    output ``o`` feeds input ``peer_p[o]`` of switch ``boff + peer_s[o]``. A single switch
-    is ``tb = b, e0 = 0, nep = N``: every port faces an endpoint. ``ITERS``: iSLIP rounds."""
+    Switch ``s`` (``net``, :class:`Net`) has ``nports[s]`` ports and runs ``iters[s]``
+    iSLIP rounds. Its ports ``0 .. nep[s]-1`` face endpoints (source queue and link of
+    ``[link]``; their traffic and ready columns are ``e0[s] ..``); ports ``nep[s] ..``
+    (Clos only) are switch-to-switch links of latency ``L2`` and ``K2`` credits: output
+    ``o`` feeds input ``peer_p[s, o]`` of switch ``boff + peer_s[s, o]``. A single switch
+    is one switch with ``e0 = 0, nep = nports = N``: every port faces an endpoint.
+
+    The arrays of every tuple are bound to local names once per call: an array taken from
+    a tuple, or passed to a function, costs an atomic reference count update each time."""
+
     FIFO = p[1]
     CAP = p[2]
     OUT_DEPTH = p[4]
@@ -305,466 +310,24 @@ def _cycle(b, tb, e0, nep, N, ITERS, boff, peer_s, peer_p, occ, hold, c, p, grou
     ER = 2 * L + 2       # egress credit return ring
     LP2 = L2 + 1         # the same for switch-to-switch links
     CR2 = L2 + 2
-    logcap = log.t.shape[0]
 
-    W = state.ne.shape[2]
     ONE = np.uint64(1)
     ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
-    t = T0 + c
-    in_window = (t >= W0) and (t < W1)
-    framing = FRAME > 0 and (t % FRAME) == FRAME - 1
-    r_slot = t % groups.slots.shape[1]
-
-    # ---- 1. traffic --------------------------------------------------------
-    for i in range(nep):
-        sz = traffic.gsize[tb, c, e0 + i]
-        if sz <= 0:
-            continue
-        d = traffic.gdest[tb, c, e0 + i]
-        kd = traffic.gkind[tb, c, e0 + i]
-        copies = 1
-        if kd == 1:
-            copies = 0
-            if d < G and groups.gvalid[d]:
-                for o in range(N):
-                    if groups.members[d, o]:
-                        copies += 1
-        if in_window:
-            state.st[b, i, 7] += sz
-            state.st[b, i, 8] += 1
-            state.st[b, i, 14] += copies
-        if ADM:                     # the source's queue for destination d (unicast)
-            n_d = state.sv_cnt[b, i, d]
-            if n_d >= SV:
-                state.st[b, i, 10] += 1
-                state.st[b, i, 11] += sz
-                continue
-            slot = state.sv_head[b, i, d] + n_d
-            if slot >= SV:
-                slot -= SV
-            state.sv_size[b, i, d, slot] = sz
-            state.sv_gen[b, i, d, slot] = t
-            state.sv_seq[b, i, d, slot] = state.seq_next[b, i]
-            state.seq_next[b, i] += 1
-            if n_d == 0:
-                state.sv_ne[b, i, d >> 6] |= ONE << np.uint64(d & 63)
-            state.sv_cnt[b, i, d] = n_d + 1
-            continue
-        if state.sq_cnt[b, i] >= SQ:
-            state.st[b, i, 10] += 1
-            state.st[b, i, 11] += sz
-            continue
-        slot = state.sq_head[b, i] + state.sq_cnt[b, i]
-        if slot >= SQ:
-            slot -= SQ
-        state.sq_dest[b, i, slot] = d
-        state.sq_size[b, i, slot] = sz
-        state.sq_kind[b, i, slot] = kd
-        state.sq_gen[b, i, slot] = t
-        state.sq_seq[b, i, slot] = state.seq_next[b, i]
-        state.seq_next[b, i] += 1
-        state.sq_cnt[b, i] += 1
-
-    # ---- 2. link, sender side ----------------------------------------------
-    r_cr = t % CR
-    s_send = (t + L) % LP
-    s_arr = t % LP
-    r_er = t % ER
-    r_er_ret = (t + 2 * L + 1) % ER
-    r_cr_ret = (t + L + 1) % CR
-    r_cr_ret2 = (t + L2 + 1) % CR2
-    for i in range(nep):
-        r = r_cr
-        state.tcred[b, i] += state.cr_ret[b, i, r]
-        state.cr_ret[b, i, r] = 0
-        if ADM:
-            dr = state.sc_ret[b, i, r]
-            if dr >= 0:
-                state.sc[b, i, dr] += 1
-                state.sc_ret[b, i, r] = -1
-            if state.tcred[b, i] > 0 and not framing and groups.slots[e0 + i, r_slot]:
-                _voq_send(b, i, s_send, in_window, N, CAP, SV, DMASK, state)
-        elif (state.sq_cnt[b, i] > 0 and state.tcred[b, i] > 0 and not framing
-                and groups.slots[e0 + i, r_slot]):
-            h = state.sq_head[b, i]
-            fl = state.sq_flit[b, i]
-            sz = state.sq_size[b, i, h]
-            first = 1 if fl == 0 else 0
-            last = 1 if fl == sz - 1 else 0
-            info = ((state.sq_seq[b, i, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
-                    | (first << 44) | (last << 45)
-                    | ((state.sq_kind[b, i, h] & 3) << 46)
-                    | ((state.sq_dest[b, i, h] & DMASK) << 48))
-            s = s_send
-            state.lp_valid[b, i, s] = True
-            state.lp_gen[b, i, s] = state.sq_gen[b, i, h]
-            state.lp_info[b, i, s] = info
-            state.tcred[b, i] -= 1
-            if in_window:
-                state.st[b, i, 15] += 1
-            if last == 1:
-                state.sq_flit[b, i] = 0
-                state.sq_head[b, i] = h + 1 if h + 1 < SQ else 0
-                state.sq_cnt[b, i] -= 1
-            else:
-                state.sq_flit[b, i] = fl + 1
-        s = s_arr
-        if state.lp_valid[b, i, s]:
-            state.lp_valid[b, i, s] = False
-            w = state.rx_head[b, i] + state.rx_cnt[b, i]
-            if w >= K:
-                w -= K
-            state.rx_gen[b, i, w] = state.lp_gen[b, i, s]
-            state.rx_info[b, i, w] = state.lp_info[b, i, s]
-            state.rx_cnt[b, i] += 1
-    # network inputs (Clos): flits put on the link by the upstream switch's output stage
-    s_arr2 = t % LP2
-    for i in range(nep, N):
-        s = s_arr2
-        if state.lp_valid[b, i, s]:
-            state.lp_valid[b, i, s] = False
-            w = state.rx_head[b, i] + state.rx_cnt[b, i]
-            if w >= K2:
-                w -= K2
-            state.rx_gen[b, i, w] = state.lp_gen[b, i, s]
-            state.rx_info[b, i, w] = state.lp_info[b, i, s]
-            state.rx_cnt[b, i] += 1
-
-    # ---- 3. output stage ---------------------------------------------------
-    for o in range(nep):
-        cred_inc[o] = 0
-        r = r_er
-        state.ecred[b, o] += state.ecr_ret[b, o, r]
-        state.ecr_ret[b, o, r] = 0
-        if state.ob_cnt[b, o] == 0:
-            continue
-        rdy = state.ecred[b, o] > 0 and not framing and groups.slots[e0 + o, r_slot]
-        if USE_READY and not traffic.ready[tb, c, e0 + o]:
-            rdy = False
-        if not rdy:
-            state.st[b, o, 3] += 1
-            continue
-        h = state.ob_head[b, o]
-        gen = state.ob_gen[b, o, h]
-        info = state.ob_info[b, o, h]
-        src = state.ob_src[b, o, h]
-        state.ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
-        state.ob_cnt[b, o] -= 1
-        cred_inc[o] = 1
-        state.st[b, o, 1] += 1
-        state.ecred[b, o] -= 1
-        state.ecr_ret[b, o, r_er_ret] += 1
-        if TOPO:
-            occ[o] -= 1
-        td = t + L
-        if td >= W0 and td < W1:
-            state.st[b, o, 9] += 1
-        if (info >> 45) & 1 and gen >= W0 and gen < W1:
-            lat = td - gen
-            state.st[b, o, 12] += lat
-            state.st[b, o, 13] += 1
-            state.hist[b, min(lat, H - 1)] += 1
-            if lat > state.latmax[b]:
-                state.latmax[b] = lat
-        if LOG:
-            k = log.n[0]
-            if k < logcap:
-                log.t[k] = t
-                log.o[k] = o
-                log.src[k] = src
-                log.info[k] = info
-                log.b[k] = b
-            log.n[0] = k + 1
-    # network outputs (Clos): the downstream input's link credits; the flit onto its delay line
-    r_cr2 = t % CR2
-    s_send2 = (t + L2) % LP2
-    for o in range(nep, N):
-        cred_inc[o] = 0
-        pb = boff + peer_s[o]
-        pp = peer_p[o]
-        state.tcred[pb, pp] += state.cr_ret[pb, pp, r_cr2]
-        state.cr_ret[pb, pp, r_cr2] = 0
-        if state.ob_cnt[b, o] == 0:
-            continue
-        if state.tcred[pb, pp] <= 0 or framing:
-            state.st[b, o, 3] += 1
-            continue
-        h = state.ob_head[b, o]
-        gen = state.ob_gen[b, o, h]
-        info = state.ob_info[b, o, h]
-        src = state.ob_src[b, o, h]
-        state.ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
-        state.ob_cnt[b, o] -= 1
-        cred_inc[o] = 1
-        state.st[b, o, 1] += 1
-        occ[o] -= 1
-        state.tcred[pb, pp] -= 1
-        state.lp_valid[pb, pp, s_send2] = True
-        state.lp_gen[pb, pp, s_send2] = gen
-        state.lp_info[pb, pp, s_send2] = info
-        if LOG:
-            k = log.n[0]
-            if k < logcap:
-                log.t[k] = t
-                log.o[k] = o
-                log.src[k] = src
-                log.info[k] = info
-                log.b[k] = b
-            log.n[0] = k + 1
-
-    # ---- 4. allocator --------------------------------------------------------
-    for i in range(N):
-        matched_in[i] = -1
-        popped[i] = -1
-    for o in range(N):
-        matched_out[o] = -1
-    for w in range(W):
-        freeb[w] = ALL
-    if FIFO:
-        for o in range(N):
-            for w in range(W):
-                rb[o, w] = 0
-        for i in range(N):
-            head_dest[i] = -1
-            if state.q_cnt[b, i, 0] > 0:
-                info = state.q_info[b, i, 0, state.q_head[b, i, 0]]
-                head_kind[i] = (info >> 46) & 3
-                head_dest[i] = (info >> 48) & 0xFF
-                bit = ONE << np.uint64(i & 63)
-                if head_kind[i] == 0:
-                    rb[head_dest[i], i >> 6] |= bit
-                else:
-                    for o in range(N):
-                        if groups.members[head_dest[i], o] and not state.hdone[b, i, o]:
-                            rb[o, i >> 6] |= bit
-    for rnd in range(ITERS):
-        any_grant = False
-        for o in range(N):
-            grant[o] = -1
-            if matched_out[o] >= 0 or state.credit[b, o] <= 0:
-                continue
-            lk = state.lock[b, o]
-            if lk >= 0:
-                word = rb[o, lk >> 6] if FIFO else state.ne[b, o, lk >> 6]
-                if (word >> np.uint64(lk & 63)) & ONE and matched_in[lk] < 0:
-                    grant[o] = lk
-                    any_grant = True
-                continue
-            g0 = state.gptr[b, o]
-            w0 = g0 >> 6
-            sel = -1
-            for k in range(W + 1):
-                w = w0 + k
-                if w >= W:
-                    w -= W
-                x = (rb[o, w] if FIFO else state.ne[b, o, w]) & freeb[w]
-                if k == 0:
-                    x &= ALL << np.uint64(g0 & 63)
-                if x != 0:
-                    low = x & (~x + ONE)
-                    sel = w * 64 + _DB_TABLE[(low * _DB) >> np.uint64(58)]
-                    break
-            if sel >= 0:
-                grant[o] = sel
-                any_grant = True
-        if not any_grant:
-            break
-        for i in range(N):
-            best[i] = -1
-            bestd[i] = N
-        for o in range(N):
-            i = grant[o]
-            if i >= 0:
-                d = o - state.aptr[b, i]
-                if d < 0:
-                    d += N
-                if d < bestd[i]:
-                    bestd[i] = d
-                    best[i] = o
-        for i in range(N):
-            o = best[i]
-            if o >= 0:
-                matched_in[i] = o
-                matched_out[o] = i
-                freeb[i >> 6] &= ~(ONE << np.uint64(i & 63))
-                if rnd == 0:
-                    state.aptr[b, i] = o + 1 if o + 1 < N else 0
-                    state.gptr[b, o] = i + 1 if i + 1 < N else 0
-    # transfers
-    for i in range(N):
-        o = matched_in[i]
-        if o < 0:
-            continue
-        q = 0 if FIFO else o
-        h = state.q_head[b, i, q]
-        gen = state.q_gen[b, i, q, h]
-        info = state.q_info[b, i, q, h]
-        w = state.ob_head[b, o] + state.ob_cnt[b, o]
-        if w >= OUT_DEPTH:
-            w -= OUT_DEPTH
-        state.ob_gen[b, o, w] = gen
-        state.ob_info[b, o, w] = info
-        state.ob_src[b, o, w] = i
-        state.ob_cnt[b, o] += 1
-        state.credit[b, o] -= 1
-        if ((info >> 46) & 3) == 0:
-            state.lock[b, o] = -1 if (info >> 45) & 1 else i
-        pop = True
-        if FIFO:
-            hd = head_dest[i]
-            if head_kind[i] != 0:
-                state.hdone[b, i, o] = True
-                for o2 in range(N):
-                    if groups.members[hd, o2] and not state.hdone[b, i, o2]:
-                        pop = False
-                        break
-                if pop:
-                    for o2 in range(N):
-                        state.hdone[b, i, o2] = False
-        if pop:
-            state.q_head[b, i, q] = h + 1 if h + 1 < CAP else 0
-            state.q_cnt[b, i, q] -= 1
-            popped[i] = q
-            if not FIFO and state.q_cnt[b, i, q] == 0:
-                state.ne[b, o, i >> 6] &= ~(ONE << np.uint64(i & 63))
-            if ADM and i < nep:         # one credit for destination o back to source i
-                state.sc_ret[b, i, r_cr_ret] = o
-
-    # ---- 5. ingress ------------------------------------------------------------
-    for i in range(N):
-        if state.rx_cnt[b, i] == 0:
-            continue
-        h = state.rx_head[b, i]
-        info = state.rx_info[b, i, h]
-        kd = (info >> 46) & 3
-        d = (info >> 48) & DMASK
-        rdy = False
-        tgt = d
-        if kd == 0:
-            if TOPO:
-                tgt = _route(i, d, info, e0, nep, NE, EPL, SPINES, ROUTING, occ, hold)
-                bad = tgt < 0
-            else:
-                bad = d >= N
-            if bad:
-                state.st[b, i, 4] += 1
-                rdy = True
-                drop = True
-            else:
-                drop = False
-        elif kd == 1:
-            drop = True
-            if d < G and groups.gvalid[d]:
-                for o in range(N):
-                    if groups.members[d, o]:
-                        drop = False
-                        break
-            if drop:
-                state.st[b, i, 5] += 1
-                rdy = True
-        else:
-            state.st[b, i, 6] += 1
-            rdy = True
-            drop = True
-        if not drop:
-            if FIFO:
-                cnt0 = state.q_cnt[b, i, 0] + (1 if popped[i] == 0 else 0)
-                if cnt0 < CAP:
-                    w = state.q_head[b, i, 0] + state.q_cnt[b, i, 0]
-                    if w >= CAP:
-                        w -= CAP
-                    state.q_gen[b, i, 0, w] = state.rx_gen[b, i, h]
-                    state.q_info[b, i, 0, w] = info
-                    state.q_cnt[b, i, 0] += 1
-                    rdy = True
-            else:
-                if kd == 0:
-                    target = tgt
-                    lastcopy = True
-                else:
-                    target = -1
-                    lastcopy = True
-                    for o in range(N):
-                        if groups.members[d, o] and not state.done[b, i, o]:
-                            if target < 0:
-                                target = o
-                            else:
-                                lastcopy = False
-                                break
-                cnt0 = state.q_cnt[b, i, target] + (1 if popped[i] == target else 0)
-                if cnt0 < CAP:
-                    w = state.q_head[b, i, target] + state.q_cnt[b, i, target]
-                    if w >= CAP:
-                        w -= CAP
-                    state.q_gen[b, i, target, w] = state.rx_gen[b, i, h]
-                    state.q_info[b, i, target, w] = info
-                    if state.q_cnt[b, i, target] == 0:
-                        state.ne[b, target, i >> 6] |= ONE << np.uint64(i & 63)
-                    state.q_cnt[b, i, target] += 1
-                    if TOPO:
-                        occ[target] += 1
-                    if lastcopy:
-                        rdy = True
-                        if kd != 0:
-                            for o in range(N):
-                                state.done[b, i, o] = False
-                    else:
-                        state.done[b, i, target] = True
-            if rdy:
-                state.st[b, i, 0] += 1
-        if rdy:
-            if i < nep:
-                state.rx_head[b, i] = h + 1 if h + 1 < K else 0
-                state.cr_ret[b, i, r_cr_ret] += 1
-            else:
-                state.rx_head[b, i] = h + 1 if h + 1 < K2 else 0
-                state.cr_ret[b, i, r_cr_ret2] += 1
-            state.rx_cnt[b, i] -= 1
-        else:
-            state.st[b, i, 2] += 1
-
-    # ---- 6. credits ------------------------------------------------------------
-    for o in range(N):
-        state.credit[b, o] += cred_inc[o]
-    return 0
-
-
-def _point(b, p, groups, traffic, state, log):
-    """Cycles ``T0 .. T0 + C - 1`` of batch point ``b`` (one switch, every port an
-    endpoint)."""
-    N = p[0]
+    (q_gen, q_info, q_head, q_cnt, ne, done, hdone, ob_gen, ob_info, ob_src, ob_head, ob_cnt,
+     credit, lock, gptr, aptr, sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head, sq_cnt,
+     sq_flit, seq_next, sv_size, sv_gen, sv_seq, sv_head, sv_cnt, sv_ne, sv_ptr, sv_cur,
+     sv_flit, sc, sc_ret, lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head,
+     rx_cnt, ecred, ecr_ret, st, hist, latmax) = state
+    g_members, g_gvalid, g_slots = groups
+    tr_gdest, tr_gsize, tr_gkind, tr_ready = traffic
+    lg_t, lg_o, lg_src, lg_info, lg_b, lg_n = log
+    nports, neps, e0s, iters, peer_s, peer_p, occ, hold, _active = net
+    logcap = lg_t.shape[0]
+    W = ne.shape[2]
     C = p[14]
-    W = state.ne.shape[2]
-    # scratch, per batch point (so that points may run in parallel threads)
-    matched_in = np.empty(N, np.int64)
-    matched_out = np.empty(N, np.int64)
-    grant = np.empty(N, np.int64)
-    best = np.empty(N, np.int64)
-    bestd = np.empty(N, np.int64)
-    popped = np.empty(N, np.int64)
-    cred_inc = np.empty(N, np.int64)
-    head_dest = np.empty(N, np.int64)
-    head_kind = np.empty(N, np.int64)
-    rb = np.zeros((N, W), np.uint64)    # FIFO mode: requests of the heads, per output
-    freeb = np.empty(W, np.uint64)      # inputs not matched yet
-    nonet = np.zeros(1, np.int64)       # no switch-to-switch ports
-    for c in range(C):
-        _cycle(b, b, 0, N, N, p[3], 0, nonet, nonet, nonet, nonet, c, p, groups, traffic,
-               state, log, matched_in, matched_out, grant, best, bestd, popped, cred_inc,
-               head_dest, head_kind, rb, freeb)
-    return 0
-
-
-def _clos_point(pt, p, groups, traffic, state, log, net):
-    """Cycles ``T0 .. T0 + C - 1`` of Clos batch point ``pt``: its ``NSW`` switches (state
-    indices ``pt * NSW + s``) one after the other in every cycle. Switch-to-switch links
-    have a latency of at least one cycle, so a switch reads nothing another switch wrote
-    in the same cycle and the order of the switches does not matter."""
-    C = p[14]
-    NSW = p[26]
-    NMAX = state.credit.shape[1]
-    W = state.ne.shape[2]
+    NMAX = credit.shape[1]
+    # scratch, per call (so that batch points may run in parallel threads)
     matched_in = np.empty(NMAX, np.int64)
     matched_out = np.empty(NMAX, np.int64)
     grant = np.empty(NMAX, np.int64)
@@ -774,17 +337,463 @@ def _clos_point(pt, p, groups, traffic, state, log, net):
     cred_inc = np.empty(NMAX, np.int64)
     head_dest = np.empty(NMAX, np.int64)
     head_kind = np.empty(NMAX, np.int64)
-    rb = np.zeros((NMAX, W), np.uint64)
-    freeb = np.empty(W, np.uint64)
-    boff = pt * NSW
+    rb = np.zeros((NMAX, W), np.uint64)    # FIFO mode: requests of the heads, per output
+    freeb = np.empty(W, np.uint64)         # inputs not matched yet
     for c in range(C):
-        for s in range(NSW):
-            b = boff + s
-            _cycle(b, pt, net.e0[s], net.nep[s], net.nports[s], net.iters[s], boff,
-                   net.peer_s[s], net.peer_p[s], net.occ[b], net.hold[b], c, p, groups,
-                   traffic, state, log, matched_in, matched_out, grant, best, bestd, popped,
-                   cred_inc, head_dest, head_kind, rb, freeb)
+        t = T0 + c
+        in_window = (t >= W0) and (t < W1)
+        framing = FRAME > 0 and (t % FRAME) == FRAME - 1
+        r_slot = t % g_slots.shape[1]
+
+        for sw in range(nsw):
+            b = boff + sw
+            e0 = e0s[sw]
+            nep = neps[sw]
+            N = nports[sw]
+            ITERS = iters[sw]
+            # ---- 1. traffic --------------------------------------------------------
+            for i in range(nep):
+                sz = tr_gsize[pt, c, e0 + i]
+                if sz <= 0:
+                    continue
+                d = tr_gdest[pt, c, e0 + i]
+                kd = tr_gkind[pt, c, e0 + i]
+                copies = 1
+                if kd == 1:
+                    copies = 0
+                    if d < G and g_gvalid[d]:
+                        for o in range(N):
+                            if g_members[d, o]:
+                                copies += 1
+                if in_window:
+                    st[b, i, 7] += sz
+                    st[b, i, 8] += 1
+                    st[b, i, 14] += copies
+                if ADM:                     # the source's queue for destination d (unicast)
+                    n_d = sv_cnt[b, i, d]
+                    if n_d >= SV:
+                        st[b, i, 10] += 1
+                        st[b, i, 11] += sz
+                        continue
+                    slot = sv_head[b, i, d] + n_d
+                    if slot >= SV:
+                        slot -= SV
+                    sv_size[b, i, d, slot] = sz
+                    sv_gen[b, i, d, slot] = t
+                    sv_seq[b, i, d, slot] = seq_next[b, i]
+                    seq_next[b, i] += 1
+                    if n_d == 0:
+                        sv_ne[b, i, d >> 6] |= ONE << np.uint64(d & 63)
+                    sv_cnt[b, i, d] = n_d + 1
+                    continue
+                if sq_cnt[b, i] >= SQ:
+                    st[b, i, 10] += 1
+                    st[b, i, 11] += sz
+                    continue
+                slot = sq_head[b, i] + sq_cnt[b, i]
+                if slot >= SQ:
+                    slot -= SQ
+                sq_dest[b, i, slot] = d
+                sq_size[b, i, slot] = sz
+                sq_kind[b, i, slot] = kd
+                sq_gen[b, i, slot] = t
+                sq_seq[b, i, slot] = seq_next[b, i]
+                seq_next[b, i] += 1
+                sq_cnt[b, i] += 1
+
+            # ---- 2. link, sender side ----------------------------------------------
+            r_cr = t % CR
+            s_send = (t + L) % LP
+            s_arr = t % LP
+            r_er = t % ER
+            r_er_ret = (t + 2 * L + 1) % ER
+            r_cr_ret = (t + L + 1) % CR
+            r_cr_ret2 = (t + L2 + 1) % CR2
+            for i in range(nep):
+                r = r_cr
+                tcred[b, i] += cr_ret[b, i, r]
+                cr_ret[b, i, r] = 0
+                if ADM:
+                    dr = sc_ret[b, i, r]
+                    if dr >= 0:
+                        sc[b, i, dr] += 1
+                        sc_ret[b, i, r] = -1
+                    if tcred[b, i] > 0 and not framing and g_slots[e0 + i, r_slot]:
+                        _voq_send(b, i, s_send, in_window, N, CAP, SV, DMASK, state)
+                elif (sq_cnt[b, i] > 0 and tcred[b, i] > 0 and not framing
+                        and g_slots[e0 + i, r_slot]):
+                    h = sq_head[b, i]
+                    fl = sq_flit[b, i]
+                    sz = sq_size[b, i, h]
+                    first = 1 if fl == 0 else 0
+                    last = 1 if fl == sz - 1 else 0
+                    info = ((sq_seq[b, i, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
+                            | (first << 44) | (last << 45)
+                            | ((sq_kind[b, i, h] & 3) << 46)
+                            | ((sq_dest[b, i, h] & DMASK) << 48))
+                    s = s_send
+                    lp_valid[b, i, s] = True
+                    lp_gen[b, i, s] = sq_gen[b, i, h]
+                    lp_info[b, i, s] = info
+                    tcred[b, i] -= 1
+                    if in_window:
+                        st[b, i, 15] += 1
+                    if last == 1:
+                        sq_flit[b, i] = 0
+                        sq_head[b, i] = h + 1 if h + 1 < SQ else 0
+                        sq_cnt[b, i] -= 1
+                    else:
+                        sq_flit[b, i] = fl + 1
+                s = s_arr
+                if lp_valid[b, i, s]:
+                    lp_valid[b, i, s] = False
+                    w = rx_head[b, i] + rx_cnt[b, i]
+                    if w >= K:
+                        w -= K
+                    rx_gen[b, i, w] = lp_gen[b, i, s]
+                    rx_info[b, i, w] = lp_info[b, i, s]
+                    rx_cnt[b, i] += 1
+            # network inputs (Clos): flits put on the link by the upstream switch's output stage
+            s_arr2 = t % LP2
+            for i in range(nep, N):
+                s = s_arr2
+                if lp_valid[b, i, s]:
+                    lp_valid[b, i, s] = False
+                    w = rx_head[b, i] + rx_cnt[b, i]
+                    if w >= K2:
+                        w -= K2
+                    rx_gen[b, i, w] = lp_gen[b, i, s]
+                    rx_info[b, i, w] = lp_info[b, i, s]
+                    rx_cnt[b, i] += 1
+
+            # ---- 3. output stage ---------------------------------------------------
+            for o in range(nep):
+                cred_inc[o] = 0
+                r = r_er
+                ecred[b, o] += ecr_ret[b, o, r]
+                ecr_ret[b, o, r] = 0
+                if ob_cnt[b, o] == 0:
+                    continue
+                rdy = ecred[b, o] > 0 and not framing and g_slots[e0 + o, r_slot]
+                if USE_READY and not tr_ready[pt, c, e0 + o]:
+                    rdy = False
+                if not rdy:
+                    st[b, o, 3] += 1
+                    continue
+                h = ob_head[b, o]
+                gen = ob_gen[b, o, h]
+                info = ob_info[b, o, h]
+                src = ob_src[b, o, h]
+                ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
+                ob_cnt[b, o] -= 1
+                cred_inc[o] = 1
+                st[b, o, 1] += 1
+                ecred[b, o] -= 1
+                ecr_ret[b, o, r_er_ret] += 1
+                if TOPO:
+                    occ[b, o] -= 1
+                td = t + L
+                if td >= W0 and td < W1:
+                    st[b, o, 9] += 1
+                if (info >> 45) & 1 and gen >= W0 and gen < W1:
+                    lat = td - gen
+                    st[b, o, 12] += lat
+                    st[b, o, 13] += 1
+                    hist[b, min(lat, H - 1)] += 1
+                    if lat > latmax[b]:
+                        latmax[b] = lat
+                if LOG:
+                    k = lg_n[0]
+                    if k < logcap:
+                        lg_t[k] = t
+                        lg_o[k] = o
+                        lg_src[k] = src
+                        lg_info[k] = info
+                        lg_b[k] = b
+                    lg_n[0] = k + 1
+            # network outputs (Clos): the downstream input's link credits; the flit onto
+            # its delay line
+            r_cr2 = t % CR2
+            s_send2 = (t + L2) % LP2
+            for o in range(nep, N):
+                cred_inc[o] = 0
+                pb = boff + peer_s[sw, o]
+                pp = peer_p[sw, o]
+                tcred[pb, pp] += cr_ret[pb, pp, r_cr2]
+                cr_ret[pb, pp, r_cr2] = 0
+                if ob_cnt[b, o] == 0:
+                    continue
+                if tcred[pb, pp] <= 0 or framing:
+                    st[b, o, 3] += 1
+                    continue
+                h = ob_head[b, o]
+                gen = ob_gen[b, o, h]
+                info = ob_info[b, o, h]
+                src = ob_src[b, o, h]
+                ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
+                ob_cnt[b, o] -= 1
+                cred_inc[o] = 1
+                st[b, o, 1] += 1
+                occ[b, o] -= 1
+                tcred[pb, pp] -= 1
+                lp_valid[pb, pp, s_send2] = True
+                lp_gen[pb, pp, s_send2] = gen
+                lp_info[pb, pp, s_send2] = info
+                if LOG:
+                    k = lg_n[0]
+                    if k < logcap:
+                        lg_t[k] = t
+                        lg_o[k] = o
+                        lg_src[k] = src
+                        lg_info[k] = info
+                        lg_b[k] = b
+                    lg_n[0] = k + 1
+
+            # ---- 4. allocator --------------------------------------------------------
+            for i in range(N):
+                matched_in[i] = -1
+                popped[i] = -1
+            for o in range(N):
+                matched_out[o] = -1
+            for w in range(W):
+                freeb[w] = ALL
+            if FIFO:
+                for o in range(N):
+                    for w in range(W):
+                        rb[o, w] = 0
+                for i in range(N):
+                    head_dest[i] = -1
+                    if q_cnt[b, i, 0] > 0:
+                        info = q_info[b, i, 0, q_head[b, i, 0]]
+                        head_kind[i] = (info >> 46) & 3
+                        head_dest[i] = (info >> 48) & 0xFF
+                        bit = ONE << np.uint64(i & 63)
+                        if head_kind[i] == 0:
+                            rb[head_dest[i], i >> 6] |= bit
+                        else:
+                            for o in range(N):
+                                if g_members[head_dest[i], o] and not hdone[b, i, o]:
+                                    rb[o, i >> 6] |= bit
+            for rnd in range(ITERS):
+                any_grant = False
+                for o in range(N):
+                    grant[o] = -1
+                    if matched_out[o] >= 0 or credit[b, o] <= 0:
+                        continue
+                    lk = lock[b, o]
+                    if lk >= 0:
+                        word = rb[o, lk >> 6] if FIFO else ne[b, o, lk >> 6]
+                        if (word >> np.uint64(lk & 63)) & ONE and matched_in[lk] < 0:
+                            grant[o] = lk
+                            any_grant = True
+                        continue
+                    g0 = gptr[b, o]
+                    w0 = g0 >> 6
+                    sel = -1
+                    for k in range(W + 1):
+                        w = w0 + k
+                        if w >= W:
+                            w -= W
+                        x = (rb[o, w] if FIFO else ne[b, o, w]) & freeb[w]
+                        if k == 0:
+                            x &= ALL << np.uint64(g0 & 63)
+                        if x != 0:
+                            low = x & (~x + ONE)
+                            sel = w * 64 + _DB_TABLE[(low * _DB) >> np.uint64(58)]
+                            break
+                    if sel >= 0:
+                        grant[o] = sel
+                        any_grant = True
+                if not any_grant:
+                    break
+                for i in range(N):
+                    best[i] = -1
+                    bestd[i] = N
+                for o in range(N):
+                    i = grant[o]
+                    if i >= 0:
+                        d = o - aptr[b, i]
+                        if d < 0:
+                            d += N
+                        if d < bestd[i]:
+                            bestd[i] = d
+                            best[i] = o
+                for i in range(N):
+                    o = best[i]
+                    if o >= 0:
+                        matched_in[i] = o
+                        matched_out[o] = i
+                        freeb[i >> 6] &= ~(ONE << np.uint64(i & 63))
+                        if rnd == 0:
+                            aptr[b, i] = o + 1 if o + 1 < N else 0
+                            gptr[b, o] = i + 1 if i + 1 < N else 0
+            # transfers
+            for i in range(N):
+                o = matched_in[i]
+                if o < 0:
+                    continue
+                q = 0 if FIFO else o
+                h = q_head[b, i, q]
+                gen = q_gen[b, i, q, h]
+                info = q_info[b, i, q, h]
+                w = ob_head[b, o] + ob_cnt[b, o]
+                if w >= OUT_DEPTH:
+                    w -= OUT_DEPTH
+                ob_gen[b, o, w] = gen
+                ob_info[b, o, w] = info
+                ob_src[b, o, w] = i
+                ob_cnt[b, o] += 1
+                credit[b, o] -= 1
+                if ((info >> 46) & 3) == 0:
+                    lock[b, o] = -1 if (info >> 45) & 1 else i
+                pop = True
+                if FIFO:
+                    hd = head_dest[i]
+                    if head_kind[i] != 0:
+                        hdone[b, i, o] = True
+                        for o2 in range(N):
+                            if g_members[hd, o2] and not hdone[b, i, o2]:
+                                pop = False
+                                break
+                        if pop:
+                            for o2 in range(N):
+                                hdone[b, i, o2] = False
+                if pop:
+                    q_head[b, i, q] = h + 1 if h + 1 < CAP else 0
+                    q_cnt[b, i, q] -= 1
+                    popped[i] = q
+                    if not FIFO and q_cnt[b, i, q] == 0:
+                        ne[b, o, i >> 6] &= ~(ONE << np.uint64(i & 63))
+                    if ADM and i < nep:         # one credit for destination o back to source i
+                        sc_ret[b, i, r_cr_ret] = o
+
+            # ---- 5. ingress ------------------------------------------------------------
+            for i in range(N):
+                if rx_cnt[b, i] == 0:
+                    continue
+                h = rx_head[b, i]
+                info = rx_info[b, i, h]
+                kd = (info >> 46) & 3
+                d = (info >> 48) & DMASK
+                rdy = False
+                tgt = d
+                if kd == 0:
+                    if TOPO:
+                        tgt = _route(d, info, e0, nep, NE, EPL, SPINES, ROUTING)
+                        if tgt == -2:               # adaptive: least occupied uplink
+                            if (info >> 44) & 1:
+                                s0 = ecmp_hash((info >> SRC_SHIFT) & SRC_MASK, d) % SPINES
+                                k = nep + s0
+                                for j in range(1, SPINES):
+                                    o = nep + (s0 + j) % SPINES
+                                    if occ[b, o] < occ[b, k]:
+                                        k = o
+                                hold[b, i] = k
+                            tgt = hold[b, i]
+                        bad = tgt < 0
+                    else:
+                        bad = d >= N
+                    if bad:
+                        st[b, i, 4] += 1
+                        rdy = True
+                        drop = True
+                    else:
+                        drop = False
+                elif kd == 1:
+                    drop = True
+                    if d < G and g_gvalid[d]:
+                        for o in range(N):
+                            if g_members[d, o]:
+                                drop = False
+                                break
+                    if drop:
+                        st[b, i, 5] += 1
+                        rdy = True
+                else:
+                    st[b, i, 6] += 1
+                    rdy = True
+                    drop = True
+                if not drop:
+                    if FIFO:
+                        cnt0 = q_cnt[b, i, 0] + (1 if popped[i] == 0 else 0)
+                        if cnt0 < CAP:
+                            w = q_head[b, i, 0] + q_cnt[b, i, 0]
+                            if w >= CAP:
+                                w -= CAP
+                            q_gen[b, i, 0, w] = rx_gen[b, i, h]
+                            q_info[b, i, 0, w] = info
+                            q_cnt[b, i, 0] += 1
+                            rdy = True
+                    else:
+                        if kd == 0:
+                            target = tgt
+                            lastcopy = True
+                        else:
+                            target = -1
+                            lastcopy = True
+                            for o in range(N):
+                                if g_members[d, o] and not done[b, i, o]:
+                                    if target < 0:
+                                        target = o
+                                    else:
+                                        lastcopy = False
+                                        break
+                        cnt0 = q_cnt[b, i, target] + (1 if popped[i] == target else 0)
+                        if cnt0 < CAP:
+                            w = q_head[b, i, target] + q_cnt[b, i, target]
+                            if w >= CAP:
+                                w -= CAP
+                            q_gen[b, i, target, w] = rx_gen[b, i, h]
+                            q_info[b, i, target, w] = info
+                            if q_cnt[b, i, target] == 0:
+                                ne[b, target, i >> 6] |= ONE << np.uint64(i & 63)
+                            q_cnt[b, i, target] += 1
+                            if TOPO:
+                                occ[b, target] += 1
+                            if lastcopy:
+                                rdy = True
+                                if kd != 0:
+                                    for o in range(N):
+                                        done[b, i, o] = False
+                            else:
+                                done[b, i, target] = True
+                    if rdy:
+                        st[b, i, 0] += 1
+                if rdy:
+                    if i < nep:
+                        rx_head[b, i] = h + 1 if h + 1 < K else 0
+                        cr_ret[b, i, r_cr_ret] += 1
+                    else:
+                        rx_head[b, i] = h + 1 if h + 1 < K2 else 0
+                        cr_ret[b, i, r_cr_ret2] += 1
+                    rx_cnt[b, i] -= 1
+                else:
+                    st[b, i, 2] += 1
+
+            # ---- 6. credits ------------------------------------------------------------
+            for o in range(N):
+                credit[b, o] += cred_inc[o]
+
+
     return 0
+
+
+def _point(b, p, groups, traffic, state, log):
+    """Cycles ``T0 .. T0 + C - 1`` of batch point ``b`` (one switch, every port an
+    endpoint)."""
+    N = p[0]
+    one = np.ones(1, np.int64)
+    net = Net(one * N, one * N, one * 0, one * p[3], np.zeros((1, 1), np.int64),
+              np.zeros((1, 1), np.int64), np.zeros((1, 1), np.int64),
+              np.zeros((1, 1), np.int64), np.ones(1, np.bool_))
+    return _cycles(b, b, 1, p, groups, traffic, state, log, net)
+
+
+def _clos_point(pt, p, groups, traffic, state, log, net):
+    """Cycles ``T0 .. T0 + C - 1`` of Clos batch point ``pt``: its ``NSW`` switches (state
+    indices ``pt * NSW + s``)."""
+    NSW = p[26]
+    return _cycles(pt, pt * NSW, NSW, p, groups, traffic, state, log, net)
 
 
 def _kernel(p, groups, traffic, state, log):
@@ -824,7 +833,7 @@ _jit = dict(cache=True, nogil=True, error_model="numpy")
 ecmp_hash = numba.njit(**_jit)(ecmp_hash)
 _route = numba.njit(**_jit)(_route)
 _voq_send = numba.njit(**_jit)(_voq_send)
-_cycle = numba.njit(**_jit)(_cycle)
+_cycles = numba.njit(**_jit)(_cycles)
 _point = numba.njit(**_jit)(_point)
 _clos_point = numba.njit(**_jit)(_clos_point)
 #: ``run_chunk(p, groups, traffic, state, log)``: advance ``p[P["C"]]`` cycles.
