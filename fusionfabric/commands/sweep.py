@@ -226,7 +226,11 @@ def run(args):
     if args.plot:
         from fusionfabric.sim.fabric.plot import plot_sweep
 
-        plot_sweep([r], args.plot, title=f"{cfg.traffic.pattern}, {cfg.endpoints} "
-                   f"ports, seed {cfg.run.seed}")
+        t = cfg.topology
+        where = (f"{cfg.endpoints} endpoints (Clos: {t.leaves} leaves x "
+                 f"{t.endpoints_per_leaf}, {t.spines} spines, {t.routing} routing)"
+                 if t.kind == "clos" else f"{cfg.endpoints} ports")
+        plot_sweep([r], args.plot, title=f"{cfg.traffic.pattern}, {where}, seed "
+                   f"{cfg.run.seed}")
         say(f"wrote {args.plot}")
     return 0
