@@ -25,9 +25,10 @@ block's ``n_endpoints`` limit).
 A bad list raises ``ValueError`` with one line naming the bad value.
 
 :func:`fabric_kwargs` turns a list into the arguments of the RTL fabric
-(``fusionfabric.rtl.fabric.Fabric``): ``n_endpoints`` and ``cpu_endpoints`` (the fabric puts a
-memory target behind each cpu endpoint's chiplet). The fabric builds 2 lanes per direction
-only, so there every item must have 2 lanes.
+(``fusionfabric.rtl.fabric.Fabric``): ``n_endpoints``, ``cpu_endpoints`` (the fabric puts a
+memory target behind each cpu endpoint's chiplet) and ``endpoint_lanes`` (each endpoint's
+lanes per direction). The fabric's links take fewer lane counts than the profiles
+(:data:`FABRIC_LANES`): 1 or 2 lanes with ``64b66b``, 2 with ``rs544``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from fusionfabric.formats.fec_pcs import LANE_COUNTS
 from fusionfabric.formats.pcs import MAX_LANES
 
 __all__ = ["KINDS", "PROFILES", "DEFAULT_SWITCH_PORTS", "EndpointGroup", "Endpoint",
-           "max_lanes", "parse_endpoints", "expand", "format_endpoints", "fabric_kwargs"]
+           "max_lanes", "parse_endpoints", "expand", "format_endpoints", "fabric_kwargs",
+           "FABRIC_LANES", "check_fabric_lanes"]
 
 KINDS = ("accelerator", "cpu", "gpu")
 #: Lane counts each lane profile accepts (the fabric block's ``lane_profile``).
@@ -158,17 +160,31 @@ def format_endpoints(groups) -> str:
     return ",".join(str(g) for g in groups)
 
 
-#: Lanes per direction of every link of the RTL fabric (its ``n_lanes``).
-FABRIC_LANES = 2
+#: Lanes per direction a link of the RTL fabric takes, per lane profile: the chiplet moves
+#: one 128-bit slot per cycle, which 2 lanes carry (1 lane: a slot every two cycles); the
+#: fabric's FEC links are built for 2 lanes.
+FABRIC_LANES = {"64b66b": (1, 2), "rs544": (2,)}
 
 
-def fabric_kwargs(groups) -> dict:
-    """``{"n_endpoints": N, "cpu_endpoints": (...)}`` for ``Fabric`` from parsed groups;
-    ``ValueError`` naming the item whose lanes the fabric does not build (only 2)."""
+def check_fabric_lanes(lanes, lane_profile: str = "64b66b", name: str = "n_lanes",
+                       where: str = "") -> None:
+    """``ValueError`` (one line: ``{name}={lanes}{where}: ...``) unless the RTL fabric builds
+    ``lanes`` lanes per direction with ``lane_profile``."""
+    max_lanes(lane_profile)
+    allowed = FABRIC_LANES[lane_profile]
+    if isinstance(lanes, bool) or lanes not in allowed:
+        only = " or ".join(map(str, allowed))
+        raise ValueError(f"{name}={lanes!r}{where}: the fabric's {lane_profile} links take {only} "
+                         "lanes per direction" + (" only" if len(allowed) == 1 else ""))
+
+
+def fabric_kwargs(groups, lane_profile: str = "64b66b") -> dict:
+    """``{"n_endpoints": N, "cpu_endpoints": (...), "endpoint_lanes": (...)}`` for
+    ``Fabric`` from parsed groups; ``ValueError`` naming the item whose lanes the fabric
+    does not build with ``lane_profile`` (:data:`FABRIC_LANES`)."""
     for g in groups:
-        if g.lanes != FABRIC_LANES:
-            raise ValueError(f"lanes={g.lanes} in endpoint item '{g}': the fabric builds "
-                             f"{FABRIC_LANES} lanes per direction only")
+        check_fabric_lanes(g.lanes, lane_profile, "lanes", f" in endpoint item '{g}'")
     eps = expand(groups)
     return {"n_endpoints": len(eps),
-            "cpu_endpoints": tuple(e.index for e in eps if e.kind == "cpu")}
+            "cpu_endpoints": tuple(e.index for e in eps if e.kind == "cpu"),
+            "endpoint_lanes": tuple(e.lanes for e in eps)}

@@ -36,12 +36,13 @@ from fusionfabric.formats.chiplet import (ADDR_BITS, CREDIT_BITS, DL_HEADER, LEN
                                          SLOTS_PER_TL, TAG_BITS, TL_BYTES, TL_HEADER, VC, Opcode,
                                          Status, check_phy_params, check_tl_per_dl,
                                          dl_flit_slots)
+from fusionfabric.formats.pcs import BlockType, control_word
 from fusionfabric.formats.switch import CHUNK_BITS, Dtype, Kind, Op
 
 __all__ = [
     "length_code", "opcode_vc", "data_slots", "Message", "message_slots", "pack_tl",
     "unpack_tl", "DLHeader", "dl_frame", "dl_parse", "crc32", "crc_syndromes", "switch_kind",
-    "PhyTx", "PhyRx", "MemoryModel", "VECTORS", "CompletionTimerModel", "LinkLedger",
+    "PhyTx", "PhyRx", "one_lane_words", "PhyPair", "MemoryModel", "VECTORS", "CompletionTimerModel", "LinkLedger",
 ]
 
 
@@ -362,6 +363,61 @@ class PhyRx:
 
     def link_down(self):
         self.armed, self.pos = False, 0
+
+
+# -- 1-lane PHY mapping: the rows above, one 64-bit word per PCS row --------------------------
+
+_START, _IDLE = control_word(BlockType.START), control_word(BlockType.IDLE)
+
+
+def one_lane_words(row) -> list[tuple[int, bool]]:
+    """The 1-lane PCS words ``(data, ctrl)`` that carry one :class:`PhyTx` row
+    (:class:`fusionfabric.rtl.chiplet.phy.PhyToPcs` with ``n_lanes = 1``): a data row is
+    its low word then its high word, a START row one START control word, an IDLE row one
+    IDLE control word."""
+    if row[0] == "start":
+        return [(_START, True)]
+    if row[0] == "idle":
+        return [(_IDLE, True)]
+    d = row[1]
+    return [(d & (2**64 - 1), False), (d >> 64, False)]
+
+
+class PhyPair:
+    """Word by word model of the pairing step of
+    :class:`fusionfabric.rtl.chiplet.phy.PcsToPhy` with ``n_lanes = 1``.
+
+    :meth:`word` takes one received word ``(data, ctrl)`` and returns the 2-lane row it
+    completes for :class:`PhyRx`, with the row's 128-bit raw value (low word first), or
+    None: a START word is ``("start",)``; an IDLE word with no word held is ``("idle",)``;
+    any other word is held, and the next non-START word completes ``("data", value)`` (two
+    data words) or ``("error", value)``. :meth:`link_down` forgets the held word."""
+
+    def __init__(self):
+        self.held = None
+
+    @staticmethod
+    def _kind(word):
+        data, ctrl = word
+        return (data & 0xFF) if ctrl else None
+
+    def word(self, word):
+        data, ctrl = word
+        if ctrl and self._kind(word) == BlockType.START:
+            self.held = None
+            return ("start",), data | (_IDLE << 64)
+        if self.held is not None:
+            lo, held, self.held = self.held, self.held, None
+            value = lo[0] | (data << 64)
+            kind = "data" if not held[1] and not ctrl else "error"
+            return (kind, value), value
+        if ctrl and self._kind(word) == BlockType.IDLE:
+            return ("idle",), data | (_IDLE << 64)
+        self.held = word
+        return None
+
+    def link_down(self):
+        self.held = None
 
 
 # -- transaction-level link model (scoreboards) ---------------------------------------------

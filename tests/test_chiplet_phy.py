@@ -240,3 +240,185 @@ def test_pcs_to_phy_matches_model():
     sim.add_testbench(tx.run)
     sim.run()
     assert tx.sent == packed
+
+
+# -- 1 lane: a slot in two PCS rows of one word ---------------------------------------------
+
+def _start_idle():
+    """The words of the START row and the IDLE row on one lane, from the PCS's block types
+    (independent of the model's mapping)."""
+    return ((control_word(BlockType.START), 1), (control_word(BlockType.IDLE), 1))
+
+
+@pytest.mark.parametrize("tl_per_dl,start_every", [(1, 3), (2, 1), (4, 16)])
+def test_one_lane_phy_to_pcs_matches_model(tl_per_dl, start_every):
+    """1 lane: with random gaps between flits and random PCS stalls, the RTL sends, word
+    by word, PhyTx's rows with a data row split into its low then high word and a START
+    (IDLE) row as one START (IDLE) word; the DL's word is taken with its high half."""
+    dut = PhyToPcs(tl_per_dl, start_every, n_lanes=1)
+    rng = np.random.default_rng([12, tl_per_dl])
+    words = _flits(rng, 40, tl_per_dl, 0.25)
+    model = C.PhyTx(tl_per_dl, start_every)
+    start, idle = _start_idle()
+    rows = []
+
+    async def bench(ctx):
+        i = 0
+        pending = []          # the current model row's words not yet sent, and its "used"
+        used = False
+        while i < len(words):
+            ready = rng.random() > 0.1
+            w = words[i]
+            ctx.set(dut.o_row.ready, ready)
+            ctx.set(dut.i_word.valid, w is not None)
+            if w is not None:
+                ctx.set(dut.i_word.payload.data, w[0])
+                ctx.set(dut.i_word.payload.first, w[1])
+            await ctx.delay(1e-10)
+            if ready:
+                if not pending:
+                    row, used = model.row(w)
+                    rows.append(row)
+                    if row[0] == "data":
+                        pending = [(row[1] & (2**64 - 1), 0), (row[1] >> 64, 0)]
+                    else:
+                        pending = [start if row[0] == "start" else idle]
+                want = pending.pop(0)
+                r = dut.o_row.payload[0]
+                if ctx.get(dut.o_row.valid):
+                    assert (ctx.get(r.data), ctx.get(r.ctrl)) == want, (i, rows[-1])
+                else:
+                    assert rows[-1] == ("idle",) and want == idle
+                if w is not None:
+                    assert bool(ctx.get(dut.i_word.ready)) == (used and not pending), i
+                if not pending and (w is None or used):
+                    i += 1
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert _deframe(rows, tl_per_dl) == [w for w in words if w is not None]
+
+
+def test_one_lane_model_words():
+    """The model's 1-lane mapping: a data row is its low word then its high word, START
+    and IDLE rows one control word each; PhyPair gives the rows back."""
+    d = (7 << 64) | 5
+    assert C.one_lane_words(("data", d)) == [(5, False), (7, False)]
+    assert C.one_lane_words(("start",)) == [(control_word(BlockType.START), True)]
+    assert C.one_lane_words(("idle",)) == [(control_word(BlockType.IDLE), True)]
+    rng = np.random.default_rng(3)
+    rows, _ = _frame(_flits(rng, 20, 2, 0.3), 2, 4)
+    pair = C.PhyPair()
+    back = [r for r in (pair.word(w) for row in rows for w in C.one_lane_words(row))
+            if r is not None]
+    assert [r for r, _ in back] == rows
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_one_lane_pcs_to_phy_matches_model(seed):
+    """1 lane: words from the framing model with random damage (ERROR words, lost and
+    extra words, IDLE words inside flits) and no-word cycles: the RTL delivers what
+    PhyPair + PhyRx deliver, 1 cycle after the word that completes the row."""
+    tl = 1
+    dut = PcsToPhy(tl, n_lanes=1)
+    rng = np.random.default_rng(seed)
+    rows, _ = _frame(_flits(rng, 60, tl, 0.2), tl, 3)
+    words = [w for row in rows for w in C.one_lane_words(row)]
+    for _ in range(16):
+        j = int(rng.integers(len(words)))
+        kind = int(rng.integers(3))
+        if kind == 0:
+            words[j] = (control_word(BlockType.ERROR), True)
+        elif kind == 1:
+            del words[j]
+        else:
+            words.insert(j, (control_word(BlockType.IDLE), True))
+    pair, model = C.PhyPair(), C.PhyRx(tl)
+    gaps = []
+    for _ in words:
+        gaps.append(0)
+        while rng.random() < 0.2:
+            gaps[-1] += 1
+    layout = dut.i_row.payload.shape()
+    packed = [layout.const([{"data": d, "ctrl": int(c)}]).as_value().value for d, c in words]
+    delivered = []
+
+    def on_cycle(ctx, valid, ready):
+        if not valid:
+            assert not ctx.get(dut.o_word.valid), "word out after a no-word cycle"
+
+    def on_beat(ctx, _):
+        word = words[len(tx.sent) - 1]
+        got = pair.word(word)
+        out = None if got is None else model.row(got[0])
+        if out is None:
+            assert not ctx.get(dut.o_word.valid), word
+        else:
+            assert ctx.get(dut.o_word.valid), word
+            assert ctx.get(dut.o_word.payload.first) == out[1], word
+            assert ctx.get(dut.o_word.payload.err) == out[2], word
+            assert ctx.get(dut.o_word.payload.data) == got[1]
+            delivered.append(out)
+
+    tx = StreamSender(dut.i_row, packed, idle=gaps, on_beat=on_beat, on_cycle=on_cycle)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tx.run)
+    sim.run()
+    assert tx.sent == packed
+    assert sum(1 for o in delivered if o[1]) >= 10      # flits were found, not only damage
+
+
+def test_one_lane_round_trip_rtl():
+    """PhyToPcs and PcsToPhy on 1 lane back to back (random PCS stalls, an IDLE word
+    whenever no row is offered): every DL word arrives once, with its ``first``, and no
+    ``err``."""
+    from amaranth import Module, Mux, Signal
+    tl = 2
+    tx, rx = PhyToPcs(tl, 4, n_lanes=1), PcsToPhy(tl, n_lanes=1)
+    m = Module()
+    m.submodules.tx, m.submodules.rx = tx, rx
+    ready = Signal()
+    row = tx.o_row.payload[0]
+    m.d.comb += [tx.o_row.ready.eq(ready), rx.i_row.valid.eq(ready),
+                 rx.i_row.payload[0].data.eq(Mux(tx.o_row.valid, row.data,
+                                                 control_word(BlockType.IDLE))),
+                 rx.i_row.payload[0].ctrl.eq(Mux(tx.o_row.valid, row.ctrl, 1))]
+    rng = np.random.default_rng(21)
+    words = _flits(rng, 30, tl, 0.2)
+    got = []
+
+    async def bench(ctx):
+        i = 0
+        for _ in range(4 * len(words) + 20):
+            w = words[i] if i < len(words) else None
+            ctx.set(ready, rng.random() > 0.1)
+            ctx.set(tx.i_word.valid, w is not None)
+            if w is not None:
+                ctx.set(tx.i_word.payload.data, w[0])
+                ctx.set(tx.i_word.payload.first, w[1])
+            await ctx.delay(1e-10)
+            if ctx.get(rx.o_word.valid):
+                assert not ctx.get(rx.o_word.payload.err)
+                got.append((ctx.get(rx.o_word.payload.data),
+                            bool(ctx.get(rx.o_word.payload.first))))
+            took = w is None or (ctx.get(tx.i_word.ready) and ctx.get(ready))
+            await ctx.tick()
+            if i < len(words) and took:
+                i += 1
+        assert i == len(words)
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [w for w in words if w is not None]
+
+
+def test_one_lane_bad_lanes():
+    for cls in (PhyToPcs, PcsToPhy):
+        with pytest.raises(ValueError, match="n_lanes=4"):
+            cls(n_lanes=4)

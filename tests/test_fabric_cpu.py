@@ -56,11 +56,16 @@ def test_bad_cpu_endpoints(kw, needle):
 
 def test_fabric_kwargs_from_an_endpoint_list():
     assert fabric_kwargs(parse_endpoints("accelerator:2x2,cpu:2x1,gpu:2x1")) == {
-        "n_endpoints": 4, "cpu_endpoints": (2,)}
-    assert fabric_kwargs(parse_endpoints("cpu:2x2,accelerator:2x1")) == {
-        "n_endpoints": 3, "cpu_endpoints": (0, 1)}
-    with pytest.raises(ValueError, match=r"lanes=4 in endpoint item 'gpu:4x1'.*2 lanes"):
+        "n_endpoints": 4, "cpu_endpoints": (2,), "endpoint_lanes": (2, 2, 2, 2)}
+    assert fabric_kwargs(parse_endpoints("cpu:2x2,accelerator:1x1")) == {
+        "n_endpoints": 3, "cpu_endpoints": (0, 1), "endpoint_lanes": (2, 2, 1)}
+    with pytest.raises(ValueError, match=r"lanes=4 in endpoint item 'gpu:4x1'.*1 or 2 "
+                       "lanes"):
         fabric_kwargs(parse_endpoints("accelerator:2x2,gpu:4x1"))
+    with pytest.raises(ValueError, match=r"lanes=1 in endpoint item 'cpu:1x1'.*rs544.*2 "
+                       "lanes per direction only"):
+        fabric_kwargs(parse_endpoints("accelerator:2x2,cpu:1x1", lane_profile="rs544"),
+                      "rs544")
 
 
 @pytest.mark.cocotb

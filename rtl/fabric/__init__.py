@@ -16,12 +16,14 @@ BLOCKS = [
           "reduction units (docs/fabric.md)", params=[
               Param("n_endpoints", int, 8, "endpoints = switch ports (2..128)"),
               Param("endpoints", str, "", "endpoint list KIND:LANESxCOUNT,... (e.g. "
-                    "accelerator:2x3,cpu:2x1; lanes 2 only): sets n_endpoints and puts a "
-                    "memory target behind each cpu endpoint; empty: n_endpoints "
-                    "accelerators"),
+                    "accelerator:1x6,gpu:2x2,cpu:1x1; lanes 1 or 2, rs544: 2): sets "
+                    "n_endpoints and each endpoint's lanes and puts a memory target behind "
+                    "each cpu endpoint; empty: n_endpoints accelerators of n_lanes lanes"),
               Param("mem_bytes", int, 4096, "bytes of each cpu endpoint's memory target "
                     "(a power of two, 64..2**20)"),
-              Param("n_lanes", int, 2, "PCS lanes per direction (only 2)", choices=(2,)),
+              Param("n_lanes", int, 2, "PCS lanes per direction of every endpoint without "
+                    "an endpoint list: 2, or 1 (64b66b only; half the rate)",
+                    choices=(1, 2)),
               Param("lane_profile", str, "64b66b", "PCS of every link: 64b66b (cl. 82 "
                     "markers) or rs544 (256b/257b + RS(544,514) FEC, docs/fec.md)",
                     choices=("64b66b", "rs544")),

@@ -27,7 +27,8 @@ from .fault import LaneFault
 from .memory import MemTarget
 
 __all__ = ["Fabric", "LINK_STATUS", "FEC_STATUS", "FAULT", "LANE_PROFILES", "link_status_layout",
-           "fec_status_layout", "fault_layout", "UP", "DOWN", "lane_index", "lane_bits"]
+           "fec_status_layout", "fault_layout", "UP", "DOWN", "lane_index", "lane_bits",
+           "endpoint_lanes"]
 
 #: Link directions: UP = endpoint → switch, DOWN = switch → endpoint.
 UP, DOWN = 0, 1
@@ -67,9 +68,27 @@ def fec_status_layout() -> data.StructLayout:
     return FEC_STATUS.layout()
 
 
-def lane_index(endpoint: int, direction: int, lane: int, n_lanes: int = 2) -> int:
-    """The ``i_fault.lane`` / ``o_flips`` index of a lane."""
-    return (2 * endpoint + direction) * n_lanes + lane
+def lane_index(endpoint: int, direction: int, lane: int, n_lanes: int = 2,
+               lanes=None) -> int:
+    """The ``i_fault.lane`` / ``o_flips`` index of a lane: the lanes of endpoint 0 (up,
+    then down), then those of endpoint 1, and so on. ``lanes``: every endpoint's lanes per
+    direction (:func:`endpoint_lanes`); None: ``n_lanes`` each, ``(2 e + d) n_lanes + k``."""
+    if lanes is None:
+        return (2 * endpoint + direction) * n_lanes + lane
+    return 2 * sum(lanes[:endpoint]) + direction * lanes[endpoint] + lane
+
+
+def endpoint_lanes(params: dict) -> tuple[int, ...]:
+    """Every endpoint's lanes per direction from the ``fabric`` block parameters
+    (``n_endpoints``, ``n_lanes``, ``endpoints``, ``lane_profile``; defaults for the ones
+    missing), as :class:`Fabric` builds them."""
+    text = params.get("endpoints") or ""
+    if text:
+        from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
+        profile = params.get("lane_profile", "64b66b")
+        return fabric_kwargs(parse_endpoints(text, lane_profile=profile),
+                             profile)["endpoint_lanes"]
+    return (int(params.get("n_lanes", 2)),) * int(params.get("n_endpoints", 8))
 
 
 def lane_bits(lane_profile: str = "64b66b", fec_symbols: int = 8, n_lanes: int = 2) -> int:
@@ -87,7 +106,7 @@ class Fabric(wiring.Component):
     """``n_endpoints`` accelerators through chiplets, PCS lanes and one switch.
 
     Per endpoint ``e``: accelerator-side :class:`fusionfabric.rtl.chiplet.Chiplet` (node ``e``) →
-    :class:`~rtl.chiplet.PhyToPcs` → PCS transmitter (``n_lanes`` = 2) → per lane a
+    :class:`~rtl.chiplet.PhyToPcs` → PCS transmitter (``lanes[e]`` lanes) → per lane a
     :class:`~rtl.fabric.fault.LaneFault` (bit errors, slip, dark, cable ``latency``) →
     PCS receiver → :class:`~rtl.chiplet.PcsToPhy` → switch-side ``Chiplet``
     (``stamp_src=False``) → :class:`~rtl.fabric.bridge.IngressBridge` → switch port ``e``;
@@ -99,7 +118,9 @@ class Fabric(wiring.Component):
     The PCS follows ``lane_profile``:
 
     * ``64b66b``: :class:`fusionfabric.rtl.pcs.PcsTx`/:class:`~fusionfabric.rtl.pcs.PcsRx`,
-      66-bit lanes with cl. 82 markers (docs/pcs.md); one 128-bit row per cycle.
+      66-bit lanes with cl. 82 markers (docs/pcs.md), 1 or 2 lanes per direction per
+      endpoint: a 128-bit slot per cycle on 2 lanes, every other cycle on 1 (the PHY
+      adapters' ``n_lanes``; the chiplet waits).
     * ``rs544``: :class:`fusionfabric.rtl.fec.pcs_tx.FecPcsTx`/
       :class:`~fusionfabric.rtl.fec.pcs_rx.FecPcsRx` with ``symbols = fec_symbols``
       (P, 4 or 8) and ``am_period = fec_am_period`` codewords: 256b/257b transcoding and
@@ -118,7 +139,8 @@ class Fabric(wiring.Component):
     n_endpoints : int
         Endpoints = switch ports (2..128).
     n_lanes : int
-        Lanes per direction; only 2 (a 128-bit slot is one row of two 64-bit words).
+        Lanes per direction of every endpoint without an endpoint list: 2 (a 128-bit slot
+        is one row of two 64-bit words) or 1 (``64b66b`` only: a slot in two rows).
     lane_profile : str
         ``64b66b`` (default) or ``rs544``.
     am_period, max_skew, ber_window : int
@@ -134,6 +156,9 @@ class Fabric(wiring.Component):
     replay_limit, link_timeout, retrain_holdoff, cpl_timeout : int
         Chiplet parameters (``fusionfabric.rtl.chiplet``), the same on both sides of every link;
         kept as one :class:`~fusionfabric.formats.chiplet.ChipletParams`, ``self.chiplet_params``.
+        With ``replay_timeout`` = 0 the replay timer of a 1-lane link's chiplets counts
+        its flit times at that link's rate: ``8 * 2 * flit_slots + 64`` cycles
+        (``self.link_params[e]``).
     depth, iterations, out_depth, n_groups, n_chunks : int
         Switch parameters (``fusionfabric.rtl.switch``; ``iterations`` 0 = default).
     result_timeout : int
@@ -148,10 +173,14 @@ class Fabric(wiring.Component):
     mem_bytes : int
         Memory size of each cpu endpoint's target (also a block parameter).
     endpoints : str
-        Block parameter: an endpoint list (``accelerator:2x3,cpu:2x1``,
-        :func:`fusionfabric.endpoints.parse_endpoints`; 2 lanes only) that sets
-        ``n_endpoints`` (which must then be left at 8 or equal the list's count) and
-        ``cpu_endpoints``; empty (the default): ``n_endpoints`` accelerators.
+        Block parameter: an endpoint list (``accelerator:1x6,gpu:2x2,cpu:1x1``,
+        :func:`fusionfabric.endpoints.parse_endpoints`; lanes 1 or 2 with ``64b66b``, 2
+        with ``rs544``) that sets ``n_endpoints`` (which must then be left at 8 or equal
+        the list's count), ``cpu_endpoints`` and ``endpoint_lanes``; empty (the default):
+        ``n_endpoints`` accelerators of ``n_lanes`` lanes.
+    endpoint_lanes : tuple of int
+        Constructor option (not a block parameter): lanes per direction of each endpoint
+        (1 or 2; ``self.lanes``); empty (the default): ``n_lanes`` each.
 
     Members
     -------
@@ -171,8 +200,8 @@ class Fabric(wiring.Component):
         PCS link-up, link drops (relocks), slips, decode and BIP errors per direction.
     o_fec : Out(fec_status_layout()).array(n_endpoints)
         Only with ``lane_profile="rs544"``: the FEC receivers' counters (:data:`FEC_STATUS`).
-    o_flips : Out(32).array(4 * n_endpoints)
-        Bits flipped per lane (:func:`lane_index`).
+    o_flips : Out(32).array(2 * sum(lanes))
+        Bits flipped per lane (:func:`lane_index`; ``4 * n_endpoints`` with 2 lanes each).
     o_stats, o_unit_stats, o_config_drops :
         The switch's counters (docs/switch.md).
     o_bridge_drops : Out(16).array(n_endpoints)
@@ -192,7 +221,8 @@ class Fabric(wiring.Component):
     receiver's latency). Measured end-to-end
     latencies (first request beat in → first beat out at the destination, idle fabric,
     default parameters) are in docs/fabric.md ("Latency"). Throughput per endpoint and
-    direction: one 16-byte slot per cycle less the DL, PCS and bridge overheads.
+    direction: one 16-byte slot per cycle (2 lanes; half of it with 1 lane) less the DL,
+    PCS and bridge overheads.
     Reset: everything (both ends of every link reset together, as the chiplet requires).
     """
 
@@ -205,13 +235,17 @@ class Fabric(wiring.Component):
                  replay_limit: int = 16, link_timeout: int = 0, retrain_holdoff: int = 0,
                  cpl_timeout: int = 65536, lane_profile: str = "64b66b",
                  fec_symbols: int = 8, fec_am_period: int = 8, *, cpu_endpoints=(),
-                 mem_bytes: int = 4096, endpoints: str = ""):
+                 mem_bytes: int = 4096, endpoints: str = "", endpoint_lanes=()):
         from fusionfabric.formats.memory import check_mem_bytes
         check_mem_bytes(mem_bytes)          # checked with or without a cpu endpoint
         if endpoints:
             # an endpoint list (fusionfabric/endpoints.py) sets n_endpoints and the cpus
             from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
-            kw = fabric_kwargs(parse_endpoints(endpoints, lane_profile=lane_profile))
+            if lane_profile not in LANE_PROFILES:
+                raise ValueError(f"lane_profile={lane_profile!r} must be one of "
+                                 f"{', '.join(LANE_PROFILES)}")
+            kw = fabric_kwargs(parse_endpoints(endpoints, lane_profile=lane_profile),
+                               lane_profile)
             if n_endpoints not in (8, kw["n_endpoints"]):
                 raise ValueError(f"endpoints={endpoints!r} lists {kw['n_endpoints']} "
                                  f"endpoints but n_endpoints={n_endpoints}: give one of the "
@@ -219,21 +253,30 @@ class Fabric(wiring.Component):
             if tuple(cpu_endpoints):
                 raise ValueError("give the cpu endpoints in endpoints= or cpu_endpoints, "
                                  "not both")
+            if n_lanes != 2 or tuple(endpoint_lanes):
+                raise ValueError(f"n_lanes={n_lanes!r}: give the lanes in endpoints= "
+                                 f"({endpoints!r}) or n_lanes, not both")
             n_endpoints, cpu_endpoints = kw["n_endpoints"], kw["cpu_endpoints"]
+            endpoint_lanes = kw["endpoint_lanes"]
         if not isinstance(n_endpoints, int) or not 2 <= n_endpoints <= 128:
             raise ValueError(f"n_endpoints={n_endpoints!r} must be an integer in 2..128")
-        if n_lanes != 2:
-            raise ValueError(f"n_lanes={n_lanes!r}: only 2 lanes per direction are built "
-                             "(one 128-bit slot = one row of two 64-bit blocks)")
+        if lane_profile not in LANE_PROFILES:
+            raise ValueError(f"lane_profile={lane_profile!r} must be one of "
+                             f"{', '.join(LANE_PROFILES)}")
+        from fusionfabric.endpoints import check_fabric_lanes
+        check_fabric_lanes(n_lanes, lane_profile)
+        lanes = tuple(endpoint_lanes) or (n_lanes,) * n_endpoints
+        if len(lanes) != n_endpoints:
+            raise ValueError(f"endpoint_lanes={lanes!r} has {len(lanes)} entries for "
+                             f"n_endpoints={n_endpoints}")
+        for e, k in enumerate(lanes):
+            check_fabric_lanes(k, lane_profile, "lanes", f" of endpoint {e}")
         if not isinstance(latency, int) or latency < 0:
             raise ValueError(f"latency={latency!r} must be a non-negative integer")
         if not isinstance(result_timeout, int) or not 1 <= result_timeout <= 255:
             raise ValueError(f"result_timeout={result_timeout!r} must be an integer in 1..255")
         if not isinstance(fault_seed, int) or fault_seed < 0:
             raise ValueError(f"fault_seed={fault_seed!r} must be a non-negative integer")
-        if lane_profile not in LANE_PROFILES:
-            raise ValueError(f"lane_profile={lane_profile!r} must be one of "
-                             f"{', '.join(LANE_PROFILES)}")
         self.lane_profile = lane_profile
         self.fec_symbols, self.fec_am_period = fec_symbols, fec_am_period
         fec_rtt = 0
@@ -244,16 +287,17 @@ class Fabric(wiring.Component):
         if not isinstance(fec_am_period, int) or fec_am_period < 2:
             raise ValueError(f"fec_am_period={fec_am_period!r} must be an integer >= 2 "
                              "(codewords per marker period)")
-        fec_check(n_lanes, fec_symbols, 2, fec_am_period)
+        fec_check(2, fec_symbols, 2, fec_am_period)
         if lane_profile == "rs544":
-            half = fec_am_period * 544 // n_lanes // 2
+            half = fec_am_period * 544 // 2 // 2
             if not isinstance(max_skew, int) or not 0 <= max_skew < half:
                 raise ValueError(f"max_skew={max_skew!r} must be in 0..{half - 1} symbols "
                                  f"(under half a marker period of fec_am_period="
                                  f"{fec_am_period})")
-            self.fec_latency = rx_latency(n_lanes, fec_symbols)
+            self.fec_latency = rx_latency(2, fec_symbols)
             fec_rtt = 2 * (12 + self.fec_latency + latency)
-        self.lane_bits = lane_bits(lane_profile, fec_symbols, n_lanes)
+        self.lane_bits = lane_bits(lane_profile, fec_symbols, 2 if lane_profile == "rs544"
+                                   else n_lanes)
         if replay_timeout == 0 and fec_rtt:
             base = ChipletParams(tl_per_dl=tl_per_dl).timeout
             replay_timeout = min(65535, base + fec_rtt)
@@ -265,8 +309,16 @@ class Fabric(wiring.Component):
                                             retrain_holdoff=retrain_holdoff,
                                             cpl_timeout=cpl_timeout,
                                             close_timeout=close_timeout)
+        # a 1-lane link's flits take twice as many cycles: a derived replay timer counts
+        # its flit times at that rate (the link-lost timeout and holdoff follow from it)
+        slow = replace(self.chiplet_params,
+                       replay_timeout=self.chiplet_params.timeout
+                       + 8 * self.chiplet_params.flit_slots) if replay_timeout == 0 else \
+            self.chiplet_params
+        self.link_params = tuple(self.chiplet_params if k == 2 else slow for k in lanes)
         self.n_endpoints = n_endpoints
         self.n_lanes = n_lanes
+        self.lanes = lanes
         self.am_period = am_period
         self.max_skew = max_skew
         self.ber_window = ber_window
@@ -279,8 +331,9 @@ class Fabric(wiring.Component):
                              iterations=iterations or None, out_depth=out_depth,
                              n_groups=n_groups, reduce=True, n_chunks=n_chunks)
         if lane_profile == "64b66b":
-            pcs_check(n_lanes, am_period, max_skew, ber_window)
-        self.n_fault_lanes = 2 * n * n_lanes
+            for k in sorted(set(lanes)):
+                pcs_check(k, am_period, max_skew, ber_window)
+        self.n_fault_lanes = 2 * sum(lanes)
         cpus = tuple(cpu_endpoints)
         bad = [c for c in cpus if not isinstance(c, int) or isinstance(c, bool)
                or not 0 <= c < n]
@@ -315,17 +368,24 @@ class Fabric(wiring.Component):
 
     def _direction(self, m, name, src, dst, e, d):
         """src chiplet → PCS → lanes (faults) → PCS → dst chiplet; returns the PcsRx."""
-        tx_ad = PhyToPcs(tl_per_dl=self.chiplet_params.tl_per_dl)
+        n_lanes = self.lanes[e]
+        if n_lanes == 2:
+            tx_ad = PhyToPcs(tl_per_dl=self.chiplet_params.tl_per_dl)
+        else:
+            tx_ad = PhyToPcs(tl_per_dl=self.chiplet_params.tl_per_dl, n_lanes=n_lanes)
         if self.lane_profile == "rs544":
-            fec = dict(n_lanes=self.n_lanes, symbols=self.fec_symbols, n_words=2,
+            fec = dict(n_lanes=n_lanes, symbols=self.fec_symbols, n_words=2,
                        am_period=self.fec_am_period)
             tx = FecPcsTx(**fec)
             rx = FecPcsRx(**fec, max_skew=self.max_skew)
         else:
-            tx = PcsTx(n_lanes=self.n_lanes, am_period=self.am_period)
-            rx = PcsRx(n_lanes=self.n_lanes, am_period=self.am_period, max_skew=self.max_skew,
+            tx = PcsTx(n_lanes=n_lanes, am_period=self.am_period)
+            rx = PcsRx(n_lanes=n_lanes, am_period=self.am_period, max_skew=self.max_skew,
                        ber_window=self.ber_window)
-        rx_ad = PcsToPhy(tl_per_dl=self.chiplet_params.tl_per_dl)
+        if n_lanes == 2:
+            rx_ad = PcsToPhy(tl_per_dl=self.chiplet_params.tl_per_dl)
+        else:
+            rx_ad = PcsToPhy(tl_per_dl=self.chiplet_params.tl_per_dl, n_lanes=n_lanes)
         m.submodules[f"{name}_txad"] = tx_ad
         m.submodules[f"{name}_pcstx"] = tx
         m.submodules[f"{name}_pcsrx"] = rx
@@ -337,8 +397,8 @@ class Fabric(wiring.Component):
                      tx_ad.o_row.ready.eq(tx.i_data.ready),
                      tx.i_data.payload.eq(Mux(tx_ad.o_row.valid, tx_ad.o_row.payload, 0))]
         cfg = self.i_fault
-        for k in range(self.n_lanes):
-            idx = lane_index(e, d, k, self.n_lanes)
+        for k in range(n_lanes):
+            idx = lane_index(e, d, k, lanes=self.lanes)
             lf = LaneFault(seed=self.fault_seed * 1000003 + idx, latency=self.latency,
                            width=self.lane_bits)
             m.submodules[f"{name}_lane{k}"] = lf
@@ -366,8 +426,8 @@ class Fabric(wiring.Component):
         m.d.comb += self.i_fault.ready.eq(1)
         m.d.comb += self.o_config_drops.eq(sw.o_config_drops)
         for e in range(n):
-            ep = Chiplet.from_params(self.chiplet_params)
-            sc = Chiplet.from_params(replace(self.chiplet_params, stamp_src=False))
+            ep = Chiplet.from_params(self.link_params[e])
+            sc = Chiplet.from_params(replace(self.link_params[e], stamp_src=False))
             m.submodules[f"ep{e}"] = ep
             m.submodules[f"sc{e}"] = sc
             up = self._direction(m, f"up{e}", ep, sc, e, UP)
@@ -419,12 +479,12 @@ class Fabric(wiring.Component):
                     for f in ("codewords", "corrected_codewords", "corrected_symbols",
                               "uncorrectable"):
                         m.d.comb += getattr(fs, f"{dname}_{f}").eq(getattr(rx, f"o_{f}"))
-                    for k in range(self.n_lanes):
+                    for k in range(self.lanes[e]):
                         m.d.comb += getattr(fs, f"{dname}_symbol_errors{k}").eq(
                             rx.o_symbol_errors[k])
                     continue
-                slips = sum(rx.o_slips[k] for k in range(self.n_lanes))
-                bips = sum(rx.o_bip_errors[k] for k in range(self.n_lanes))
+                slips = sum(rx.o_slips[k] for k in range(self.lanes[e]))
+                bips = sum(rx.o_bip_errors[k] for k in range(self.lanes[e]))
                 m.d.comb += [getattr(ls, f"{dname}_slips").eq(slips),
                              getattr(ls, f"{dname}_bip_errors").eq(bips),
                              getattr(ls, f"{dname}_decode_errors").eq(rx.o_decode_errors)]

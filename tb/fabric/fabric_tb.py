@@ -10,7 +10,8 @@ from collections import deque
 
 from cocotb.triggers import ClockCycles, Event, FallingEdge, ReadOnly
 
-from fusionfabric.rtl.fabric.fabric import FAULT, FEC_STATUS, LINK_STATUS, lane_bits, lane_index
+from fusionfabric.rtl.fabric.fabric import (FAULT, FEC_STATUS, LINK_STATUS, endpoint_lanes,
+                                            lane_bits, lane_index)
 from fusionfabric.rtl.fabric.fault import ber_threshold
 from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.bitfields import Fields
@@ -297,10 +298,12 @@ class FabricTB(TB):
         p = self.params
         self.n = int(p.get("n_endpoints", 8))
         self.n_lanes = int(p.get("n_lanes", 2))
+        #: Lanes per direction of each endpoint (the endpoint list, else n_lanes each).
+        self.lanes = endpoint_lanes({"n_endpoints": self.n, **p})
         self.lane_profile = str(p.get("lane_profile", "64b66b"))
         #: Bits per cycle of one lane (the LaneFault width the BER is set for).
         self.lane_bits = lane_bits(self.lane_profile, int(p.get("fec_symbols", 8)),
-                                   self.n_lanes)
+                                   2 if self.lane_profile == "rs544" else self.n_lanes)
         self.idle, self.backpressure = idle, backpressure
         self.entry = group_entry(self.n)
         self.cfg = Fields([("group", GROUP_BITS), ("entry", self.entry.width)])
@@ -438,7 +441,15 @@ class FabricTB(TB):
         return ber_threshold(float(ber), self.lane_bits)
 
     def lane(self, endpoint, direction, k):
-        return lane_index(endpoint, direction, k, self.n_lanes)
+        return lane_index(endpoint, direction, k, lanes=self.lanes)
+
+    def lane_owner(self, idx: int) -> tuple[int, int]:
+        """``(endpoint, direction)`` of lane index ``idx`` (:meth:`lane`)."""
+        for e, k in enumerate(self.lanes):
+            if idx < 2 * k:
+                return e, idx // k
+            idx -= 2 * k
+        raise ValueError(f"lane {idx} is not a lane of this fabric")
 
     # -- status -----------------------------------------------------------------------------
     async def sample(self):
@@ -530,7 +541,7 @@ class FabricTB(TB):
                 "crc_errors": st_ep["crc_err"] + st_sw["crc_err"],
                 "relocks": link["up_drops"] + link["down_drops"],
                 "flips": sum(self.flips(self.lane(e, d, k)) for d in (0, 1)
-                             for k in range(self.n_lanes)),
+                             for k in range(self.lanes[e])),
                 "chiplet_ep": st_ep, "chiplet_sw": st_sw, "link": link,
                 **({"fec": self.fec(e)} if self.lane_profile == "rs544" else {}),
                 "switch": self.switch_stats(e), "unit": self.unit_stats(e),

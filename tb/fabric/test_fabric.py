@@ -35,6 +35,9 @@ built with memory targets, the
     bytes per cycle). ``cycles`` counts from the first message offered to ``done()``.
     The file is written before the test fails on a mismatch.
 
+``test_flows`` runs saturated WRITE flows between endpoints (``flows``, ``cycles``,
+``warm``) and records their rates (``fusionfabric.tb.fabric.flows``).
+
 ``test_traffic``, ``test_allreduce``, ``test_faults`` are the testbench's own checks
 (random unicast/multicast with completions; bf16 SUM all-reduce bit-exact against
 :mod:`fusionfabric.sim.reduce`; both under lane bit errors and a slip). Their ``test_args``:
@@ -81,7 +84,7 @@ async def _slip_later(tb, lane, delay, bits=1):
     await ClockCycles(tb.clk, int(delay))
     tb.set_fault(lane=int(lane), threshold=tb.threshold, slip=int(bits))
     tb.log.info("slip of %d bits on lane %d", bits, lane)
-    e, d = lane // (2 * tb.n_lanes), (lane // tb.n_lanes) % 2
+    e, d = tb.lane_owner(lane)
     key = ("up", "down")[d]
     t0 = tb.cycle()
     drops0 = tb.link(e)[f"{key}_drops"]
@@ -358,6 +361,79 @@ async def test_workload(dut):
 
 
 
+# -- rates: saturated flows between endpoints of different lane counts ----------------------
+@cocotb.test()
+async def test_flows(dut):
+    """Saturated WRITE flows (``test_args["flows"]`` = ``[[src, dest, weight], ...]``):
+    every source with a flow sends back to back, each message to one of its flows'
+    destinations drawn by weight (seeded), for ``cycles`` cycles; then the fabric drains and
+    every request and completion is checked (delivered once, in order, intact; completions
+    against ``MemoryModel``). Measured in the window ``[warm, cycles)`` after the traffic
+    starts: each flow's delivered payload bytes per cycle (at the destination's ``o_req``)
+    and each switch port's ``flits_in``/``flits_out`` per cycle. The results file has
+    ``flows`` (``src``, ``dest``, ``bytes_per_cycle``), ``ports`` (``lanes``,
+    ``flits_in_per_cycle``, ``flits_out_per_cycle``) and ``window``."""
+    tb = _new_tb(dut)
+    args = tb.args
+    flows = [tuple(int(v) for v in f[:2]) + (float(f[2]) if len(f) > 2 else 1.0,)
+             for f in args.get("flows", [[0, 1, 1.0]])]
+    cycles = int(args.get("cycles", 2000))
+    warm = int(args.get("warm", cycles // 4))
+    for src, dest, w in flows:
+        assert 0 <= src < tb.n and 0 <= dest < tb.n and src != dest and w > 0, \
+            f"flow {src}->{dest} weight {w} is not a flow of this {tb.n}-endpoint fabric"
+    await _start(tb)
+    for ep in tb.eps:
+        cocotb.start_soon(ep.responder())
+    t0 = tb.cycle()
+    got: dict[tuple[int, int], int] = {}
+
+    def on_message(e, msg, cycle):
+        if t0 + warm <= cycle < t0 + cycles:
+            got[(msg.src, e)] = got.get((msg.src, e), 0) + len(msg.data)
+
+    for ep in tb.eps:
+        ep.on_message = on_message
+
+    async def source(src, mine):
+        rng = tb.rng_for(200 + src)
+        p = [w for _, w in mine]
+        p = [w / sum(p) for w in p]
+        while tb.cycle() < t0 + cycles:
+            dest = mine[int(rng.choice(len(mine), p=p))][0]
+            await tb.eps[src].send(C.random_message(rng, [Opcode.WRITE], dest=dest))
+
+    async def snapshot_at(t):
+        while tb.cycle() < t:
+            await FallingEdge(tb.clk)
+        await tb.sample()
+        return [tb.switch_stats(e) for e in range(tb.n)]
+
+    srcs = sorted({f[0] for f in flows})
+    tasks = [cocotb.start_soon(source(s_, [(d, w) for s0, d, w in flows if s0 == s_]))
+             for s_ in srcs]
+    first = await snapshot_at(t0 + warm)
+    last = await snapshot_at(t0 + cycles)
+    for t in tasks:
+        await t
+    await tb.wait_quiet()
+    tb.sb_req.check_empty()
+    tb.sb_cpl.check_empty()
+    await tb.check_clean()
+    span = cycles - warm
+    extra = {
+        "window": [warm, cycles],
+        "flows": [{"src": a, "dest": b, "weight": w,
+                   "bytes_per_cycle": got.get((a, b), 0) / span} for a, b, w in flows],
+        "ports": [{"port": e, "lanes": tb.lanes[e],
+                   "flits_in_per_cycle": (last[e]["flits_in"] - first[e]["flits_in"]) / span,
+                   "flits_out_per_cycle": (last[e]["flits_out"] - first[e]["flits_out"])
+                   / span} for e in range(tb.n)]}
+    res = await tb.report("flows", tb.cycle() - t0, extra=extra)
+    tb.log.info("flows: %s ports: %s (seed %d)", extra["flows"], extra["ports"], tb.seed)
+    assert res["replays"] == 0, f"replays on clean lanes (seed {tb.seed}): {res['replays']}"
+
+
 # -- dark lanes: an endpoint's up lanes dark for a while, or for good ---------------------------
 async def _pair_traffic(tb, senders, dests, n_msgs, stream, opcodes):
     """Each endpoint of ``senders`` sends ``n_msgs`` random ``opcodes`` requests to random
@@ -376,7 +452,7 @@ async def _pair_traffic(tb, senders, dests, n_msgs, stream, opcodes):
 
 
 def _set_dark(tb, e, dark):
-    for k in range(tb.n_lanes):
+    for k in range(tb.lanes[e]):
         tb.set_fault(lane=tb.lane(e, 0, k), threshold=tb.threshold, dark=int(dark))
 
 

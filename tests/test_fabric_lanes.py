@@ -1,0 +1,172 @@
+"""Endpoints of different lane counts on the RTL fabric (block ``fabric``, endpoint list
+``gpu:2x2,accelerator:1x1``: endpoints 0 and 1 of 2 lanes per direction, endpoint 2 of 1;
+docs/fabric.md "Lanes per endpoint").
+
+Construction (no simulation): each endpoint's PCS, lanes, fault injectors and PHY
+adapters are sized by its lanes; bad lane counts are refused with one line naming them.
+cocotb (Icarus, ``tb/fabric/test_fabric.py::test_flows``): saturated WRITE flows 0 -> 1
+(2-lane links only) and 2 -> 0 (a 1-lane up link), every request and completion checked
+against the scoreboards and ``MemoryModel``; the 1-lane flow's measured rate against the
+2-lane flow's, compared with the ratio of their lane counts taken from the configuration.
+"""
+
+import pytest
+
+from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
+from fusionfabric.rtl.fabric import Fabric
+from fusionfabric.rtl.fabric.fabric import endpoint_lanes, lane_index
+from fusionfabric.tb.fabric.flows import MIXED, run_flows
+
+from fusionfabric.rtl.blocks import disown_failed
+
+
+
+def test_lanes_per_endpoint_are_built():
+    f = Fabric(endpoints=MIXED)
+    assert f.lanes == (2, 2, 1) == endpoint_lanes({"endpoints": MIXED})
+    # 2 directions x lanes per endpoint, numbered endpoint by endpoint
+    assert f.n_fault_lanes == 2 * (2 + 2 + 1) == len(f.o_flips)
+    idx = [lane_index(e, d, k, lanes=f.lanes) for e in range(3) for d in (0, 1)
+           for k in range(f.lanes[e])]
+    assert idx == list(range(f.n_fault_lanes))
+    # uniform lanes: the same numbering as the n_lanes formula
+    assert [lane_index(e, d, k, lanes=(2,) * 4) for e in range(4) for d in (0, 1)
+            for k in range(2)] == [lane_index(e, d, k, 2) for e in range(4) for d in (0, 1)
+                                   for k in range(2)]
+    # the 1-lane link's chiplets count the derived replay timer at its rate
+    fast, slow = f.link_params[0].timeout, f.link_params[2].timeout
+    assert slow - 64 == 2 * (fast - 64)
+    f1 = Fabric(n_endpoints=2, n_lanes=1)
+    assert f1.lanes == (1, 1) and f1.n_fault_lanes == 4
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"endpoints": "gpu:4x2"}, r"lanes=4 in endpoint item 'gpu:4x2'.*1 or 2 lanes"),
+    ({"endpoints": "gpu:0x2"}, r"lanes=0 in endpoint item 'gpu:0x2'"),
+    ({"endpoints": "gpu:21x2"}, r"lanes=21 .*maximum of 20"),
+    ({"endpoints": "gpu:1x2", "lane_profile": "rs544"}, r"lanes=1 .*rs544 links take 2"),
+    ({"n_endpoints": 2, "n_lanes": 1, "lane_profile": "rs544"}, r"n_lanes=1: .*rs544"),
+    ({"n_endpoints": 2, "n_lanes": 3}, r"n_lanes=3: .*1 or 2"),
+    ({"n_endpoints": 2, "n_lanes": 0}, r"n_lanes=0: "),
+    ({"endpoints": "gpu:1x2", "n_lanes": 1}, r"n_lanes=1: give the lanes in endpoints="),
+    ({"n_endpoints": 2, "endpoint_lanes": (2, 2, 1)}, r"endpoint_lanes=.*3 entries"),
+    ({"n_endpoints": 2, "endpoint_lanes": (2, 3)}, r"lanes=3 of endpoint 1"),
+])
+def test_bad_lanes(kw, needle):
+    with pytest.raises(ValueError, match=needle) as info:
+        Fabric(**kw)
+    disown_failed(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_fabric_kwargs_lanes():
+    assert fabric_kwargs(parse_endpoints(MIXED))["endpoint_lanes"] == (2, 2, 1)
+
+
+@pytest.mark.cocotb
+def test_one_lane_link_carries_half_the_rate_icarus():
+    """Flow 0 -> 1 crosses 2-lane links only; flow 2 -> 0 starts on a 1-lane up link.
+    Both saturated: the 1-lane flow's delivered bytes per cycle over the 2-lane flow's is
+    the ratio of the lane counts (1/2 here, from the configuration) within 0.06 (the
+    2-lane up link of endpoint 0 also carries the WRITE_ACKs of flow 2 -> 0); the switch
+    ports' measured flits per cycle agree."""
+    rec = run_flows([[0, 1, 1.0], [2, 0, 1.0]], cycles=1600, warm=400)
+    lanes = endpoint_lanes({"endpoints": MIXED})
+    fast, slow = rec["flows"]
+    want = lanes[slow["src"]] / lanes[fast["src"]]
+    ratio = slow["bytes_per_cycle"] / fast["bytes_per_cycle"]
+    assert fast["bytes_per_cycle"] > 4.0, rec["flows"]       # a 2-lane link moves > 1/4 slot
+    assert abs(ratio - want) <= 0.06, (ratio, want, rec["flows"], rec["seed"])
+    ports = rec["ports"]
+    flit_ratio = ports[2]["flits_in_per_cycle"] / ports[0]["flits_in_per_cycle"]
+    assert abs(flit_ratio - want) <= 0.06, (flit_ratio, want, ports, rec["seed"])
+    assert rec["replays"] == 0
+
+
+@pytest.mark.parametrize("sets,needle", [
+    (["endpoints=gpu:4x2"], "lanes=4 in endpoint item 'gpu:4x2'"),
+    (["endpoints=gpu:0x2"], "lanes=0 in endpoint item 'gpu:0x2'"),
+    (["endpoints=gpu:1x2", "lane_profile=rs544"], "lanes=1 in endpoint item 'gpu:1x2'"),
+    (["n_lanes=1", "lane_profile=rs544", "n_endpoints=2"], "n_lanes=1"),
+    (["n_lanes=3"], "n_lanes=3"),
+    (["n_lanes=0"], "n_lanes=0"),
+])
+def test_generate_refuses_bad_lanes(sets, needle, capsys, tmp_path):
+    """``fusionfabric generate fabric --set ...`` with a lane count the fabric does not
+    build: exit 2 and one line naming the value, before any Verilog is written."""
+    from fusionfabric.cli import main
+    out = tmp_path / "f.v"
+    argv = ["generate", "fabric", "-o", str(out)]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert not out.exists()
+
+
+def test_victim_fraction_picks_the_flows():
+    """The victim-flow arithmetic on hand-made records: the victim's rate in the congested
+    run over the control run's, each read from its own flow entry."""
+    from fusionfabric.tb.fabric.flows import AGGRESSOR, VICTIM, victim_flows, victim_fraction
+
+    def rec(victim, aggressor, slow_out):
+        flows = [{"src": a, "dest": b, "bytes_per_cycle": r}
+                 for (a, b, _), r in ((AGGRESSOR, aggressor), (VICTIM, victim))]
+        ports = [{"flits_out_per_cycle": 0.0} for _ in range(3)]
+        ports[AGGRESSOR[1]]["flits_out_per_cycle"] = slow_out
+        return {"flows": flows, "ports": ports}
+
+    r = victim_fraction(rec(8.0, 3.0, 0.2), rec(2.0, 1.0, 0.45))
+    assert r["fraction"] == 0.25 and r["victim_control"] == 8.0
+    assert r["aggressor_congested"] == 1.0 and r["slow_out_congested"] == 0.45
+    assert len(victim_flows(True)) == len(victim_flows(False)) + 1
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+def test_rtl_victim_flow_machinery_icarus():
+    """Both runs of bench/rtl_victim_flow.py, shortened: in the control run endpoint 0's
+    two flows split its delivered bytes by their weights (5 : 2, within 25 %), the slow
+    endpoint's output never carries more than its 1-lane share, and the victim's fraction
+    is a rate ratio in (0, 1.1]; the figure itself is reported, not judged."""
+    from fusionfabric.tb.fabric.flows import (AGGRESSOR, VICTIM, victim_flows,
+                                              victim_fraction)
+    ctl = run_flows(victim_flows(False), cycles=1600, warm=400, seed=5, name="victim-ctl")
+    con = run_flows(victim_flows(True), cycles=1600, warm=400, seed=5, name="victim-con")
+    r = victim_fraction(ctl, con)
+    split = r["victim_control"] / r["aggressor_control"]
+    assert abs(split / (VICTIM[2] / AGGRESSOR[2]) - 1) <= 0.25, r
+    lanes = endpoint_lanes({"endpoints": MIXED})
+    assert r["slow_out_congested"] <= lanes[AGGRESSOR[1]] / max(lanes) + 0.02, r
+    assert 0 < r["fraction"] <= 1.1, r
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+def test_mixed_lanes_workload_with_faults_icarus(tmp_path):
+    """The in-network bf16 all-reduce (``test_workload`` ``allreduce-switch``) on the mixed
+    fabric at BER 1e-5 on every lane and a one-bit slip on the 1-lane endpoint's up lane:
+    bit-exact against fusionfabric.sim.reduce (the damaged flits replayed)."""
+    import json
+
+    from fusionfabric.tb.common import runner
+    params = get_block_params()
+    slip = lane_index(2, 0, 0, lanes=endpoint_lanes({"endpoints": MIXED}))
+    out = tmp_path / "res.json"
+    result = runner.run("fabric", "fusionfabric.tb.fabric.test_fabric", params,
+                        sim="icarus", testcase="test_workload", vpi="top",
+                        test_args={"workload": "allreduce-switch",
+                                   "params": {"n_elems": 384},
+                                   "faults": {"ber": 1e-5, "slip_lane": slip,
+                                              "slip_at": 200},
+                                   "result_file": str(out)})
+    assert result.tests and not result.failed
+    rec = json.loads(out.read_text())
+    assert rec["bit_exact"], rec.get("error")
+    assert rec["flips"] > 0, rec
+
+
+def get_block_params():
+    from fusionfabric.rtl.blocks import get_block
+    return get_block("fabric").resolve({"n_endpoints": 3, "endpoints": MIXED})
