@@ -23,6 +23,8 @@ def _chunk(rng, B, C, n, G, p=0.3):
 CONFIGS = [
     (4, "voq", 0, 0, 0, 4, 4), (8, "fifo", 0, 0, 0, 2, 2), (5, "voq", 2, 3, 7, 2, 3),
     (8, "voq", 1, 0, 0, 1, 1), (6, "fifo", 3, 2, 5, 4, 2),
+    (6, "crosspoint", 2, 3, 5, 4, 2), (8, "crosspoint", 0, 0, 0, 8, 7),
+    (6, "pipelined", 2, 3, 5, 4, 2), (8, "pipelined", 0, 0, 0, 8, 11),
 ]
 
 
@@ -35,7 +37,9 @@ def test_threaded_and_sequential_batch_points_agree_bit_for_bit(n, mode, lat, cr
     points run one after the other, on every state array; a point of the batch against
     the same traffic run alone with the departure log."""
     rng = np.random.default_rng(n * 31 + lat)
-    sw = SwitchParams(n_ports=n, mode=mode, depth=depth, out_depth=out_depth, n_groups=4)
+    pl = mode == "pipelined"
+    sw = SwitchParams(n_ports=n, mode="voq" if pl else mode, pipeline=pl, depth=depth,
+                      out_depth=out_depth, n_groups=4)
     link = LinkParams(latency=lat, credits=credits, frame_period=frame)
     groups = {0: [0, 1], 1: list(range(n)), 3: [n - 1]}
     B = 4
@@ -87,7 +91,7 @@ def test_framing_slots_take_their_share():
         assert abs(acc - (period - 1) / period) < 0.005, (period, acc)
 
 
-@pytest.mark.parametrize("mode", ["voq", "fifo"])
+@pytest.mark.parametrize("mode", ["voq", "fifo", "crosspoint", "pipelined"])
 def test_conservation_order_multicast_and_drops(mode):
     n = 6
     rng = np.random.default_rng(7)
@@ -95,7 +99,9 @@ def test_conservation_order_multicast_and_drops(mode):
     packets = random_trace(rng, n, 400, 400, max_size=5, multicast_groups=3, p_bad=0.1)
     ready = rng.random((3000, n)) < 0.7
     out = []
-    sw = SwitchParams(n_ports=n, mode=mode, depth=2, out_depth=2, n_groups=4)
+    pl = mode == "pipelined"
+    sw = SwitchParams(n_ports=n, mode="voq" if pl else mode, pipeline=pl, depth=2,
+                      out_depth=2, n_groups=4)
     rows = run_trace(sw, packets, 3000, ready=ready, groups=groups,
                      fabric_out=out)
     fab = out[0]

@@ -5,7 +5,9 @@ must hand out the same flits at the same outputs in the same cycles, and end wit
 same per-port counters and credits. Traces: random (mixed sizes, multicast, drops,
 random output backpressure) and adversarial (every input hammering one output with long
 packets; a permutation at full rate; multicast storms into full VOQs; an output stalled
-for long stretches). A mismatch prints the first diverging departure and its cycle.
+for long stretches). Every switch design is compared: voq, fifo, crosspoint (the buffered
+crossbar, 10 cycles input to output) and pipelined (the RTL's voq with pipeline=True, 12
+cycles). A mismatch prints the first diverging departure and its cycle.
 """
 
 import numpy as np
@@ -18,10 +20,19 @@ pytestmark = pytest.mark.cocotb
 
 
 def _params(n, mode="voq", depth=4, iterations=0, out_depth=4):
+    """RTL parameters of a case; ``mode`` is a model switch design: voq, fifo, crosspoint
+    or pipelined (the RTL's mode="voq" with pipeline=True)."""
     from fusionfabric.sim.fabric.config import max_iterations
+    pipeline = mode == "pipelined"
+    if mode == "crosspoint":        # no iSLIP: the RTL takes 0 (its default) only
+        iterations = 0
+    elif pipeline:                  # one iSLIP round
+        mode, iterations = "voq", 1
+    else:
+        iterations = iterations or min(3, max_iterations(n))
     return {"n_ports": n, "data_width": 64, "depth": depth,
-            "iterations": iterations or min(3, max_iterations(n)), "mode": mode,
-            "out_depth": out_depth, "n_groups": 4, "reduce": False}
+            "iterations": iterations, "mode": mode,
+            "out_depth": out_depth, "n_groups": 4, "reduce": False, "pipeline": pipeline}
 
 
 def _trace(kind, n, seed):
@@ -70,9 +81,39 @@ CASES = [
     (8, "voq", "stalled_output", "icarus"),
     (8, "fifo", "multicast_storm", "icarus"),
     (8, "voq", "random", "verilator"),
+    (4, "crosspoint", "random", "icarus"),
+    (4, "crosspoint", "multicast_storm", "icarus"),
+    (4, "crosspoint", "stalled_output", "icarus"),
+    (8, "crosspoint", "hotspot", "icarus"),
+    (8, "crosspoint", "permutation", "icarus"),
+    (8, "crosspoint", "random", "icarus"),
+    (4, "crosspoint", "hotspot", "icarus"),
+    (4, "crosspoint", "permutation", "icarus"),
+    (8, "crosspoint", "multicast_storm", "icarus"),
+    (8, "crosspoint", "stalled_output", "icarus"),
+    (8, "crosspoint", "random", "verilator"),
+    (4, "pipelined", "random", "icarus"),
+    (4, "pipelined", "hotspot", "icarus"),
+    (8, "pipelined", "multicast_storm", "icarus"),
+    (8, "pipelined", "stalled_output", "icarus"),
+    (8, "pipelined", "permutation", "icarus"),
+    (4, "pipelined", "permutation", "icarus"),
+    (4, "pipelined", "multicast_storm", "icarus"),
+    (4, "pipelined", "stalled_output", "icarus"),
+    (8, "pipelined", "random", "icarus"),
+    (8, "pipelined", "hotspot", "icarus"),
+    (8, "pipelined", "random", "verilator"),
 ]
-#: The Verilator case takes over a minute: soak.
-SLOW = {(8, "voq", "random", "verilator")}
+#: The Verilator cases take minutes; the crosspoint and pipelined switches run six and five
+#: of their ten Icarus cases (every trace at 4 and 8 ports) in CI, the others in soak.
+SLOW = {(8, "voq", "random", "verilator"), (8, "crosspoint", "random", "verilator"),
+        (4, "crosspoint", "hotspot", "icarus"), (4, "crosspoint", "permutation", "icarus"),
+        (8, "crosspoint", "multicast_storm", "icarus"),
+        (8, "crosspoint", "stalled_output", "icarus"),
+        (8, "pipelined", "random", "verilator"), (4, "pipelined", "permutation", "icarus"),
+        (4, "pipelined", "multicast_storm", "icarus"),
+        (4, "pipelined", "stalled_output", "icarus"), (8, "pipelined", "random", "icarus"),
+        (8, "pipelined", "hotspot", "icarus")}
 
 
 @pytest.mark.parametrize("n, mode, kind, sim", [
@@ -100,11 +141,29 @@ def test_planted_model_fault_is_caught_with_first_diverging_cycle():
             sim="icarus", test_args=args, planted_fault=True)
 
 
+@pytest.mark.parametrize("mode, override", [("crosspoint", {"depth": 8}),
+                                            ("pipelined", {"out_depth": 5})])
+def test_planted_model_fault_is_caught_for_each_registered_design(mode, override):
+    """The same check for the crosspoint and pipelined switches: a model whose crosspoint
+    buffers are twice the RTL's (8 flits against 4: the rows' credits differ), or whose
+    output buffers hold one flit more (5 against 4: the credits differ), must fail."""
+    from fusionfabric.tb.common.runner import CocotbFailure
+
+    packets, cycles, groups, ready = _trace("random", 4, seed=5)
+    args = {"packets": [list(map(int, p)) for p in packets], "cycles": cycles,
+            "groups": {str(g): m for g, m in groups.items()},
+            "ready": ready.astype(int).tolist(), "model_override": override}
+    with pytest.raises(CocotbFailure, match=r"diverge at departure #\d+, cycle \d+"):
+        run("switch", "fusionfabric.tb.model.test_switch_exact", _params(4, mode),
+            sim="icarus", test_args=args, planted_fault=True)
+
+
 #: Ports of different rates (the model's ``link.ports``): lanes per port, a full port 4.
 MIXED = {4: [4, 4, 2, 1], 8: [4, 4, 4, 4, 2, 2, 1, 1]}
 MIXED_CASES = [(8, "voq", "random", 1), (8, "voq", "slow_hotspot", 1),
                (4, "fifo", "random", 1)]
-MIXED_SOAK = [(n, mode, kind, seed) for n in (4, 8) for mode in ("voq", "fifo")
+MIXED_SOAK = [(n, mode, kind, seed) for n in (4, 8)
+              for mode in ("voq", "fifo", "crosspoint", "pipelined")
               for kind in ("random", "slow_hotspot", "stalled_output") for seed in (2, 3)]
 
 
@@ -146,7 +205,8 @@ def test_soak_model_matches_rtl_with_ports_of_different_rates(n, mode, kind, see
     _mixed_run(n, mode, kind, seed)
 
 
-SOAK = [(n, mode, kind, sim, seed) for n in (2, 3, 5, 8) for mode in ("voq", "fifo")
+SOAK = [(n, mode, kind, sim, seed) for n in (2, 3, 5, 8)
+        for mode in ("voq", "fifo", "crosspoint", "pipelined")
         for kind in ("random", "multicast_storm", "stalled_output") for sim in ("icarus",)
         for seed in (1, 2)]
 

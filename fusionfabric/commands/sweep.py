@@ -62,8 +62,11 @@ def format_table(r) -> str:
         c = load_config(None, [f"link.ports={cfg['link']['ports']}",
                                f"switch.n_ports={n}", f"phys.lanes={phys.lanes}"])
         lanes = [l for _, l in c.port_table()]
-    lines = [f"# {cfg['traffic']['pattern']} on {n} ports, mode {cfg['switch']['mode']}, "
-             f"depth {cfg['switch']['depth']}, iSLIP iterations {r['iterations']}, "
+    lines = [f"# {cfg['traffic']['pattern']} on {n} ports, mode {cfg['switch']['mode']}"
+             + (" pipelined" if cfg['switch'].get('pipeline') else "") + ", "
+             f"depth {cfg['switch']['depth']}, "
+             + ("no iSLIP, " if cfg['switch']['mode'] == "crosspoint" else
+                f"iSLIP iterations {r['iterations']}, ") +
              f"seed {r['seed']}, engine {r['engine']}",
              f"# sample {cfg['run']['cycles']} cycles after {r['window'][0]} warm-up; "
              f"{r['cycles_simulated']} cycles x {r['batch']} points in "

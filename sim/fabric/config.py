@@ -62,8 +62,14 @@ class SwitchParams:
                     lo=1)
     iterations: int = _f(0, "iSLIP rounds per cycle, 1..ceil(log2 n_ports); 0: min(3, max)",
                          lo=0, hi=8)
-    mode: str = _f("voq", "input queueing: voq (VOQs + iSLIP) or fifo (one FIFO, HOL)",
-                   choices=("voq", "fifo"))
+    mode: str = _f("voq", "input queueing: voq (VOQs + iSLIP), fifo (one FIFO, HOL) or "
+                          "crosspoint (a buffer of depth flits per input-output pair, a "
+                          "round-robin arbiter per output, no iSLIP: the RTL's "
+                          "mode=\"crosspoint\")", choices=("voq", "fifo", "crosspoint"))
+    pipeline: bool = _f(False, "the pipelined VOQ switch (the RTL's pipeline=True: "
+                               "registered stages, one iSLIP round split over two cycles, "
+                               "12-cycle latency; needs mode=voq, iterations 0 or 1; line "
+                               "rate needs out_depth >= 11)")
     out_depth: int = _f(4, "output buffer slots = credits per output (>= 2 for line rate)",
                         lo=1)
     n_groups: int = _f(16, "group-table entries (multicast groups)", lo=1, hi=256)
@@ -297,6 +303,22 @@ class Config:
             if self.switch.mode != "voq":
                 raise ConfigError(f"link.admission='voq' needs switch.mode=voq (switch.mode="
                                   f"{self.switch.mode!r} has no VOQs to hold credits for)")
+        if self.switch.mode == "crosspoint" and self.switch.iterations:
+            raise ConfigError(f"switch.iterations={self.switch.iterations}: switch.mode="
+                              f"crosspoint has no iSLIP (leave it 0)")
+        if self.switch.pipeline:
+            if self.switch.mode != "voq":
+                raise ConfigError(f"switch.pipeline=true needs switch.mode=voq (switch.mode="
+                                  f"{self.switch.mode})")
+            if self.switch.iterations > 1:
+                raise ConfigError(f"switch.iterations={self.switch.iterations}: "
+                                  f"switch.pipeline=true runs one iSLIP round (0 or 1)")
+            if self.topology.kind == "clos":
+                raise ConfigError("switch.pipeline=true is modelled on one switch "
+                                  "(topology.kind=crossbar) only")
+            if self.link.admission == "voq":
+                raise ConfigError("link.admission='voq' is modelled with "
+                                  "switch.pipeline=false only")
         top = max_iterations(self.switch.n_ports)
         if self.topology.kind == "crossbar" and self.switch.iterations > top:
             raise ConfigError(f"switch.iterations={self.switch.iterations} is above the "

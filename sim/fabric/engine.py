@@ -112,18 +112,36 @@ class Fabric:
         self.parallel = parallel
         n = switch.n_ports
         self.switch, self.link, self.batch, self.n = switch, link, int(batch), n
+        self.crosspoint = xp = switch.mode == "crosspoint"
+        if switch.mode not in ("voq", "fifo", "crosspoint"):
+            raise ConfigError(f"switch.mode={switch.mode!r} is not one of: voq, fifo, "
+                              f"crosspoint")
+        self.pipelined = pl = bool(getattr(switch, "pipeline", False))
+        if pl and switch.mode != "voq":
+            raise ConfigError(f"switch.pipeline=true needs switch.mode=voq (switch.mode="
+                              f"{switch.mode!r})")
+        if pl and switch.iterations > 1:
+            raise ConfigError(f"switch.iterations={switch.iterations}: switch.pipeline=true "
+                              f"runs one iSLIP round (0 or 1)")
+        if xp and switch.iterations:
+            raise ConfigError(f"switch.iterations={switch.iterations}: switch.mode="
+                              f"'crosspoint' has no iSLIP (leave it 0)")
         iters = switch.iterations or min(3, max_iterations(n))
         if not 1 <= iters <= max_iterations(n):
             raise ValueError(f"iterations={iters} must be in 1..{max_iterations(n)} "
                              f"for n_ports={n}")
-        self.iterations = iters
+        self.iterations = 1 if pl else iters
         fifo = switch.mode == "fifo"
         self.admission = adm = link.admission == "voq"
         if link.admission not in ("fifo", "voq"):
             raise ConfigError(f"link.admission={link.admission!r} is not one of: fifo, voq")
-        if adm and fifo:
-            raise ConfigError("link.admission='voq' needs switch.mode=voq (switch.mode="
-                              "'fifo' has no VOQs to hold per-destination credits for)")
+        if adm and pl:
+            raise ConfigError("link.admission='voq' is modelled with switch.pipeline=false "
+                              "only")
+        if adm and (fifo or xp):
+            raise ConfigError(f"link.admission='voq' needs switch.mode=voq (switch.mode="
+                              f"{switch.mode!r} has no VOQs to hold per-destination credits "
+                              f"for)")
         SV = int(link.src_voq_depth)
         if adm and SV < 1:
             raise ConfigError(f"link.src_voq_depth={SV} is below the minimum 1")
@@ -186,6 +204,46 @@ class Fabric:
             ecred=np.full((B, n), K, i64), ecr_ret=z((B, n, 2 * L + 2), i64),
             st=z((B, n, _k.NSTAT), i64), hist=z((B, self.HIST), i64), latmax=z(B, i64),
         )
+        self.xstate = None
+        if xp:
+            # the crosspoint switch's own registers; its crosspoint buffers are the
+            # q_* arrays, queue (i, o) of depth flits
+            b_ = np.bool_
+            self.xstate = _k.XState(
+                p_valid=z((B, n), b_), p_gen=z((B, n), i64), p_info=z((B, n), i64),
+                e_valid=z((B, n, 2), b_), e_gen=z((B, n, 2), i64), e_info=z((B, n, 2), i64),
+                e_target=z((B, n, 2, n), b_), e_drops=z((B, n, 2), i64),
+                hsel=z((B, n), i64), ready=np.ones((B, n), b_), fill=z((B, n), i64),
+                took=z((B, n), b_), took_drops=z((B, n), i64), stalled=z((B, n), b_),
+                lag=np.full((B, n, n), switch.depth, i64), notfull=np.ones((B, n, n), b_),
+                owe=z((B, n, n), b_), back=z((B, n, n), b_), xpop=z((B, n, n), b_),
+                swe=z((B, n, n), b_), cnt=z((B, n, n), i64),
+                sel=np.full((B, n), -1, i64), ptr=z((B, n), i64), lock_v=z((B, n), b_),
+                lock_k=np.full((B, n), -1, i64),
+                c1=np.full((B, n), switch.out_depth >= 1, b_),
+                c2=np.full((B, n), switch.out_depth >= 2, b_),
+                clag=np.full((B, n), switch.out_depth, i64), charged=z((B, n), b_),
+                returned=z((B, n), b_), pipe_v=z((B, n, 4), b_), pipe_gen=z((B, n, 4), i64),
+                pipe_info=z((B, n, 4), i64), pipe_src=z((B, n, 4), i64))
+        self.pstate = None
+        if pl:
+            # the pipelined switch's own registers; its VOQ slots are the q_* arrays
+            b_ = np.bool_
+            self.pstate = _k.PState(
+                e_valid=z((B, n, 2), b_), e_gen=z((B, n, 2), i64), e_info=z((B, n, 2), i64),
+                e_drops=z((B, n, 2), i64), e_rem=z((B, n, 2, n), b_),
+                e_pick=np.full((B, n, 2), -1, i64), e_last=z((B, n, 2), b_),
+                hsel=z((B, n), i64), took=z((B, n), b_), took_drops=z((B, n), i64),
+                stalled=z((B, n), b_), wptr=z((B, n, n), i64), sptr=z((B, n, n), i64),
+                rptr=z((B, n, n), i64), notfull=np.ones((B, n, n), b_),
+                meta=z((B, n, n, cap), i64), meta_any=z((B, n, n), i64),
+                valid_r=z((B, n, n), b_), single_r=z((B, n, n), b_), kill_r=z((B, n), b_),
+                grant_r=np.full((B, n), -1, i64), match1=np.full((B, n), -1, i64),
+                meta1=z((B, n), i64), phase=z(B, i64), gptr=z((B, 2, n), i64),
+                aptr=z((B, 2, n), i64), lock_v=z((B, n), b_),
+                lock_in=np.full((B, n), -1, i64), pipe_v=z((B, n, 8), b_),
+                pipe_gen=z((B, n, 8), i64), pipe_info=z((B, n, 8), i64),
+                pipe_src=z((B, n, 8), i64))
         self.s = self.state._asdict()
         self.log_capacity = log_capacity if log else 1
         self.departure_log = _k.Log(*(z(self.log_capacity, i64) for _ in range(5)), z(1, i64))
@@ -232,7 +290,21 @@ class Fabric:
         self.p[_k.P["USE_READY"]] = use_ready
         traffic = _k.Traffic(gdest, gsize, gkind, ready_arr)
         args = (self.p, self.groups, traffic, self.state, self.departure_log)
-        if self.parallel and B >= 4 and not self.p[_k.P["LOG"]]:
+        if self.pipelined:
+            pargs = (self.p, self.groups, traffic, self.state, self.pstate,
+                     self.departure_log)
+            if self.parallel and B >= 4 and not self.p[_k.P["LOG"]]:
+                _k.run_pl_chunk_parallel(*pargs)
+            else:
+                _k.run_pl_chunk(*pargs)
+        elif self.crosspoint:
+            xargs = (self.p, self.groups, traffic, self.state, self.xstate,
+                     self.departure_log)
+            if self.parallel and B >= 4 and not self.p[_k.P["LOG"]]:
+                _k.run_xp_chunk_parallel(*xargs)
+            else:
+                _k.run_xp_chunk(*xargs)
+        elif self.parallel and B >= 4 and not self.p[_k.P["LOG"]]:
             _k.run_chunk_parallel(*args)
         else:
             _k.run_chunk(*args)
@@ -260,8 +332,18 @@ class Fabric:
     def in_flight(self) -> np.ndarray:
         """Flits inside the fabric per batch point (source queues excluded)."""
         s = self.s
-        return (s["q_cnt"].sum(axis=(1, 2)) + s["ob_cnt"].sum(axis=1)
-                + s["rx_cnt"].sum(axis=1) + s["lp_valid"].sum(axis=(1, 2)))
+        n = (s["q_cnt"].sum(axis=(1, 2)) + s["ob_cnt"].sum(axis=1)
+             + s["rx_cnt"].sum(axis=1) + s["lp_valid"].sum(axis=(1, 2)))
+        if self.pstate is not None:     # VOQs by their pointers, the input stage, matches
+            x = self.pstate
+            n = (s["ob_cnt"].sum(axis=1) + s["rx_cnt"].sum(axis=1)
+                 + s["lp_valid"].sum(axis=(1, 2)) + (x.wptr - x.sptr).sum(axis=(1, 2))
+                 + x.e_valid.sum(axis=(1, 2)) + x.pipe_v.sum(axis=(1, 2)))
+        if self.xstate is not None:     # the input register and stage, pops in flight
+            x = self.xstate
+            n = (n + x.p_valid.sum(axis=1) + x.e_valid.sum(axis=(1, 2))
+                 + x.pipe_v.sum(axis=(1, 2)))
+        return n
 
     def backlog(self) -> np.ndarray:
         """Packets waiting in source queues per batch point."""

@@ -51,6 +51,16 @@ unicast only) gives every source one queue of ``SV`` packets per destination and
 per-destination credits ``sc[i, d]`` = free slots of the switch's VOQ (i, d), so the link
 never carries a flit that its VOQ cannot take (no head-of-line blocking at the link).
 
+The two registered switch designs have a function each, with the same source queues,
+links and output stage (steps 1 to 3) and their own registers in a fifth tuple:
+``_xp_point`` (:class:`XState`) the crosspoint-buffered switch
+(rtl/switch/crosspoint_switch.py: input register, two-entry input stage, a buffer per
+crosspoint in the ``q_*`` arrays, an arbiter per output) and ``_pl_point``
+(:class:`PState`) the pipelined VOQ switch (rtl/switch/pipelined.py: two-entry input
+stage, VOQs with write, schedule and read counts, one iSLIP round split into a grant and
+an accept stage of two alternating sub-schedulers). Both follow their RTL register for
+register (docs/model.md); one switch only, admission ``fifo``.
+
 In a Clos, a port that faces another switch has no source queue: in step 2 its receive
 FIFO takes the flits the upstream switch's output stage put on the link ``L2`` cycles
 earlier, and in step 3 its output stage sends with the downstream input's link credits
@@ -65,9 +75,10 @@ from collections import namedtuple
 import numba
 import numpy as np
 
-__all__ = ["run_chunk", "run_chunk_parallel", "run_clos_chunk", "run_clos_chunk_parallel", "P",
-           "S", "INFO", "pack_info", "Groups", "Traffic", "State", "Log", "Net", "ecmp_hash",
-           "SRC_SHIFT", "SRC_MASK"]
+__all__ = ["run_chunk", "run_chunk_parallel", "run_clos_chunk", "run_clos_chunk_parallel",
+           "run_xp_chunk", "run_xp_chunk_parallel", "run_pl_chunk", "run_pl_chunk_parallel",
+           "P", "S", "INFO", "pack_info", "Groups", "Traffic", "State", "XState", "PState",
+           "Log", "Net", "ecmp_hash", "SRC_SHIFT", "SRC_MASK"]
 
 # integer parameters, packed in one int64 array (index names)
 P = {name: k for k, name in enumerate((
@@ -829,6 +840,798 @@ def _clos_kernel_threads(p, groups, traffic, state, log, net):
     return 0
 
 
+#: The crosspoint-buffered switch's own registers (``switch.mode = "crosspoint"``,
+#: :func:`run_xp_chunk`), leading axis batch, per input ``i``: the input register
+#: ``p_valid``/``p_gen``/``p_info``; the input stage's two entries ``e_valid``, ``e_gen``,
+#: ``e_info``, ``e_target[b, i, k, o]`` and ``e_drops`` (bit 0 dest, 1 group, 2 kind), the
+#: head entry ``hsel``, the ``ready`` and ``fill`` registers; the late counters ``took``,
+#: ``took_drops``, ``stalled``. Per crosspoint ``(i, o)``: the row's free-slot counter
+#: ``lag`` and ``notfull`` register, its write register ``owe`` and the registered credit
+#: return ``back``; the crosspoint's pop register ``xpop``; output o's view: the write bit
+#: ``swe`` and the count ``cnt``. Per output ``o``: ``sel`` (the crosspoint popped now, -1:
+#: none), the round-robin pointer ``ptr``, the lock ``lock_v``/``lock_k``, the credit
+#: registers ``c1`` (>= 1), ``c2`` (>= 2), ``clag``, ``charged``, ``returned``; the flits
+#: between the pop and the output-buffer write, ``pipe_*[b, o, t % 4]``. The crosspoint
+#: buffers themselves are the VOQ arrays ``q_*`` of :class:`State` (queue (i, o)).
+XState = namedtuple("XState", (
+    "p_valid", "p_gen", "p_info", "e_valid", "e_gen", "e_info", "e_target", "e_drops",
+    "hsel", "ready", "fill", "took", "took_drops", "stalled",
+    "lag", "notfull", "owe", "back", "xpop", "swe", "cnt",
+    "sel", "ptr", "lock_v", "lock_k", "c1", "c2", "clag", "charged", "returned",
+    "pipe_v", "pipe_gen", "pipe_info", "pipe_src"))
+
+
+def _xp_point(b, p, groups, traffic, state, xs, log):
+    """Cycles ``T0 .. T0 + C - 1`` of batch point ``b``: one crosspoint-buffered switch
+    (rtl/switch/crosspoint_switch.py) with its links, register for register. Source
+    queues, links and the output stage as in :func:`_cycles`; every decision reads the
+    registers at the start of the cycle, every write takes effect in the next."""
+    N = p[0]
+    CAP = p[2]
+    OUT_DEPTH = p[4]
+    L = p[5]
+    FRAME = p[6]
+    K = p[7]
+    SQ = p[8]
+    H = p[9]
+    W0 = p[10]
+    W1 = p[11]
+    LOG = p[12]
+    T0 = p[13]
+    C = p[14]
+    USE_READY = p[15]
+    G = p[16]
+    LP = L + 1
+    CR = L + 2
+    ER = 2 * L + 2
+
+    (q_gen, q_info, q_head, q_cnt, _ne, _done, _hdone, ob_gen, ob_info, ob_src, ob_head,
+     ob_cnt, credit, lock, _gptr, _aptr, sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head,
+     sq_cnt, sq_flit, seq_next, _svs, _svg, _svq, _svh, _svc, _svn, _svp, _svu, _svf, _sc,
+     _scr, lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head, rx_cnt,
+     ecred, ecr_ret, st, hist, latmax) = state
+    (p_valid, p_gen, p_info, e_valid, e_gen, e_info, e_target, e_drops, hsel, ready, fill,
+     took, took_drops, stalled, lag, notfull, owe, back, xpop, swe, cnt, sel, ptr, lock_v,
+     lock_k, c1, c2, clag, charged, returned, pipe_v, pipe_gen, pipe_info, pipe_src) = xs
+    g_members, g_gvalid, g_slots = groups
+    tr_gdest, tr_gsize, tr_gkind, tr_ready = traffic
+    lg_t, lg_o, lg_src, lg_info, lg_b, lg_n = log
+    logcap = lg_t.shape[0]
+    hs = np.zeros(N, np.bool_)          # output handshakes of this cycle
+    iwe = np.zeros((N, N), np.bool_)    # the rows' writes of this cycle (i_we)
+    sel0 = np.empty(N, np.int64)        # sel at the start of the cycle
+    for c in range(C):
+        t = T0 + c
+        in_window = (t >= W0) and (t < W1)
+        framing = FRAME > 0 and (t % FRAME) == FRAME - 1
+        r_slot = t % g_slots.shape[1]
+
+        # ---- 1. traffic ------------------------------------------------------------
+        for i in range(N):
+            sz = tr_gsize[b, c, i]
+            if sz <= 0:
+                continue
+            d = tr_gdest[b, c, i]
+            kd = tr_gkind[b, c, i]
+            copies = 1
+            if kd == 1:
+                copies = 0
+                if d < G and g_gvalid[d]:
+                    for o in range(N):
+                        if g_members[d, o]:
+                            copies += 1
+            if in_window:
+                st[b, i, 7] += sz
+                st[b, i, 8] += 1
+                st[b, i, 14] += copies
+            if sq_cnt[b, i] >= SQ:
+                st[b, i, 10] += 1
+                st[b, i, 11] += sz
+                continue
+            slot = sq_head[b, i] + sq_cnt[b, i]
+            if slot >= SQ:
+                slot -= SQ
+            sq_dest[b, i, slot] = d
+            sq_size[b, i, slot] = sz
+            sq_kind[b, i, slot] = kd
+            sq_gen[b, i, slot] = t
+            sq_seq[b, i, slot] = seq_next[b, i]
+            seq_next[b, i] += 1
+            sq_cnt[b, i] += 1
+
+        # ---- 2. link, sender side --------------------------------------------------
+        r_cr = t % CR
+        s_send = (t + L) % LP
+        s_arr = t % LP
+        r_er = t % ER
+        r_er_ret = (t + 2 * L + 1) % ER
+        r_cr_ret = (t + L + 1) % CR
+        for i in range(N):
+            tcred[b, i] += cr_ret[b, i, r_cr]
+            cr_ret[b, i, r_cr] = 0
+            if (sq_cnt[b, i] > 0 and tcred[b, i] > 0 and not framing
+                    and g_slots[i, r_slot]):
+                h = sq_head[b, i]
+                fl = sq_flit[b, i]
+                sz = sq_size[b, i, h]
+                first = 1 if fl == 0 else 0
+                last = 1 if fl == sz - 1 else 0
+                info = ((sq_seq[b, i, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
+                        | (first << 44) | (last << 45) | ((sq_kind[b, i, h] & 3) << 46)
+                        | ((sq_dest[b, i, h] & 0xFF) << 48))
+                lp_valid[b, i, s_send] = True
+                lp_gen[b, i, s_send] = sq_gen[b, i, h]
+                lp_info[b, i, s_send] = info
+                tcred[b, i] -= 1
+                if in_window:
+                    st[b, i, 15] += 1
+                if last == 1:
+                    sq_flit[b, i] = 0
+                    sq_head[b, i] = h + 1 if h + 1 < SQ else 0
+                    sq_cnt[b, i] -= 1
+                else:
+                    sq_flit[b, i] = fl + 1
+            if lp_valid[b, i, s_arr]:
+                lp_valid[b, i, s_arr] = False
+                w = rx_head[b, i] + rx_cnt[b, i]
+                if w >= K:
+                    w -= K
+                rx_gen[b, i, w] = lp_gen[b, i, s_arr]
+                rx_info[b, i, w] = lp_info[b, i, s_arr]
+                rx_cnt[b, i] += 1
+
+        # ---- 3. output stage (the output buffer's head, o_port) ---------------------
+        for o in range(N):
+            hs[o] = False
+            ecred[b, o] += ecr_ret[b, o, r_er]
+            ecr_ret[b, o, r_er] = 0
+            if ob_cnt[b, o] == 0:
+                continue
+            rdy = ecred[b, o] > 0 and not framing and g_slots[o, r_slot]
+            if USE_READY and not tr_ready[b, c, o]:
+                rdy = False
+            if not rdy:
+                st[b, o, 3] += 1
+                continue
+            h = ob_head[b, o]
+            gen = ob_gen[b, o, h]
+            info = ob_info[b, o, h]
+            src = ob_src[b, o, h]
+            ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
+            ob_cnt[b, o] -= 1
+            hs[o] = True
+            st[b, o, 1] += 1
+            ecred[b, o] -= 1
+            ecr_ret[b, o, r_er_ret] += 1
+            td = t + L
+            if td >= W0 and td < W1:
+                st[b, o, 9] += 1
+            if (info >> 45) & 1 and gen >= W0 and gen < W1:
+                lat = td - gen
+                st[b, o, 12] += lat
+                st[b, o, 13] += 1
+                hist[b, min(lat, H - 1)] += 1
+                if lat > latmax[b]:
+                    latmax[b] = lat
+            if LOG:
+                k = lg_n[0]
+                if k < logcap:
+                    lg_t[k] = t
+                    lg_o[k] = o
+                    lg_src[k] = src
+                    lg_info[k] = info
+                    lg_b[k] = b
+                lg_n[0] = k + 1
+
+        # ---- 4. output arbiters (each reads only its own registers) -----------------
+        for o in range(N):
+            s = sel[b, o]
+            sel0[o] = s
+            sel_any = s >= 0
+            opens = False
+            closes = False
+            if sel_any:
+                info = q_info[b, s, o, q_head[b, s, o]]      # the front flit, leaving now
+                if ((info >> 46) & 3) == 0:
+                    if (info >> 45) & 1:
+                        closes = True
+                    else:
+                        opens = True
+            cok = c2[b, o] or (c1[b, o] and not sel_any)
+            # round robin over "count >= 1" from ptr, masked at sel without a 2nd flit
+            rr = -1
+            pt0 = ptr[b, o]
+            for k in range(N):
+                j = pt0 + k
+                if j >= N:
+                    j -= N
+                if cnt[b, j, o] >= 1:
+                    rr = j
+                    break
+            if rr >= 0 and rr == s and cnt[b, s, o] < 2:
+                rr = -1
+            any_avail = False
+            for j in range(N):
+                if cnt[b, j, o] >= 2 or (cnt[b, j, o] >= 1 and j != s):
+                    any_avail = True
+                    break
+            if opens:
+                nxt = s if cnt[b, s, o] >= 2 else -1
+            elif closes or not lock_v[b, o]:
+                nxt = rr
+            else:
+                lk = lock_k[b, o]
+                nxt = -1
+                if lk >= 0 and (cnt[b, lk, o] >= 2 or (cnt[b, lk, o] >= 1 and lk != s)):
+                    nxt = lk
+            if cok and not opens and (closes or not lock_v[b, o]) and any_avail:
+                ptr[b, o] = rr + 1 if (rr >= 0 and rr + 1 < N) else 0
+            lock_v[b, o] = opens or (lock_v[b, o] and not closes)
+            if opens or closes:
+                lock_k[b, o] = s
+            sel[b, o] = nxt if cok else -1
+            # credits: c1/c2 leave out this cycle's return (it counts a cycle later)
+            cur = clag[b, o] - (1 if charged[b, o] else 0) + (1 if returned[b, o] else 0)
+            c1[b, o] = cur - (1 if sel_any else 0) >= 1
+            c2[b, o] = cur - (1 if sel_any else 0) >= 2
+            clag[b, o] = cur
+            charged[b, o] = sel_any
+            returned[b, o] = hs[o]
+            credit[b, o] = cur - (1 if sel_any else 0) + (1 if hs[o] else 0)
+            # the pop: the front flit reaches the output buffer 3 cycles later
+            if sel_any:
+                h = q_head[b, s, o]
+                r3 = (t + 3) % 4
+                pipe_v[b, o, r3] = True
+                pipe_gen[b, o, r3] = q_gen[b, s, o, h]
+                pipe_info[b, o, r3] = q_info[b, s, o, h]
+                pipe_src[b, o, r3] = s
+                q_head[b, s, o] = h + 1 if h + 1 < CAP else 0
+                q_cnt[b, s, o] -= 1
+
+        # ---- 5. input stages: the head leaves (dropped, or written into every
+        # crosspoint of its target mask at once) ------------------------------------
+        for i in range(N):
+            hsl = hsel[b, i]
+            for o in range(N):
+                iwe[i, o] = False
+            take = False
+            if e_valid[b, i, hsl]:
+                if e_drops[b, i, hsl] != 0:
+                    take = True
+                else:
+                    take = True
+                    for o in range(N):
+                        if e_target[b, i, hsl, o] and not notfull[b, i, o]:
+                            take = False
+                            break
+                    if take:
+                        for o in range(N):
+                            if e_target[b, i, hsl, o]:
+                                iwe[i, o] = True
+                                w = q_head[b, i, o] + q_cnt[b, i, o]
+                                if w >= CAP:
+                                    w -= CAP
+                                q_gen[b, i, o, w] = e_gen[b, i, hsl]
+                                q_info[b, i, o, w] = e_info[b, i, hsl]
+                                q_cnt[b, i, o] += 1
+            # the late counters: last cycle's take and stall count now
+            if took[b, i]:
+                dr = took_drops[b, i]
+                if dr == 0:
+                    st[b, i, 0] += 1
+                st[b, i, 4] += dr & 1
+                st[b, i, 5] += (dr >> 1) & 1
+                st[b, i, 6] += (dr >> 2) & 1
+            if stalled[b, i]:
+                st[b, i, 2] += 1
+            took[b, i] = take
+            took_drops[b, i] = e_drops[b, i, hsl]
+            # the entries: the input register's flit goes into entry ``fill``
+            enq = p_valid[b, i] and ready[b, i]
+            fl = fill[b, i]
+            v0 = e_valid[b, i, 0]
+            v1 = e_valid[b, i, 1]
+            if enq and fl == 0:
+                v0 = True
+            elif hsl == 0 and take:
+                v0 = False
+            if enq and fl == 1:
+                v1 = True
+            elif hsl == 1 and take:
+                v1 = False
+            hn = hsl ^ (1 if take else 0)
+            if enq:
+                info = p_info[b, i]
+                e_gen[b, i, fl] = p_gen[b, i]
+                e_info[b, i, fl] = info
+                kd = (info >> 46) & 3
+                d = (info >> 48) & 0xFF
+                dr = 0
+                for o in range(N):
+                    e_target[b, i, fl, o] = False
+                if kd == 0:
+                    if d < N:
+                        e_target[b, i, fl, d] = True
+                    else:
+                        dr = 1
+                elif kd == 1:
+                    dr = 2
+                    if d < G and g_gvalid[d]:
+                        for o in range(N):
+                            if g_members[d, o]:
+                                e_target[b, i, fl, o] = True
+                                dr = 0
+                else:
+                    dr = 4
+                e_drops[b, i, fl] = dr
+            e_valid[b, i, 0] = v0
+            e_valid[b, i, 1] = v1
+            hsel[b, i] = hn
+            vh = v1 if hn == 1 else v0
+            fill[b, i] = (1 - hn) if vh else hn
+            # the input register: the link's receive FIFO head is i_port[i]
+            prdy = (not p_valid[b, i]) or ready[b, i]
+            ready[b, i] = not (v0 and v1)
+            pv = rx_cnt[b, i] > 0
+            stalled[b, i] = pv and not prdy
+            if prdy:
+                p_valid[b, i] = pv
+                if pv:
+                    h = rx_head[b, i]
+                    p_gen[b, i] = rx_gen[b, i, h]
+                    p_info[b, i] = rx_info[b, i, h]
+                    rx_head[b, i] = h + 1 if h + 1 < K else 0
+                    rx_cnt[b, i] -= 1
+                    cr_ret[b, i, r_cr_ret] += 1
+
+        # ---- 6. registers between the rows, the crosspoints and the outputs ---------
+        for i in range(N):
+            for o in range(N):
+                popn = sel0[o] == i
+                cnt[b, i, o] += (1 if swe[b, i, o] else 0) - (1 if popn else 0)
+                swe[b, i, o] = owe[b, i, o]
+                lg = lag[b, i, o]
+                ge2 = lg >= 3 if owe[b, i, o] else lg >= 2
+                lag[b, i, o] = lg - (1 if owe[b, i, o] else 0) + (1 if back[b, i, o] else 0)
+                notfull[b, i, o] = (back[b, i, o] or ge2
+                                    or (notfull[b, i, o] and not iwe[i, o]))
+                owe[b, i, o] = iwe[i, o]
+                back[b, i, o] = xpop[b, i, o]
+                xpop[b, i, o] = popn
+        # the crossbar register writes the output buffer (popped 3 cycles ago)
+        r0 = t % 4
+        for o in range(N):
+            if pipe_v[b, o, r0]:
+                pipe_v[b, o, r0] = False
+                w = ob_head[b, o] + ob_cnt[b, o]
+                if w >= OUT_DEPTH:
+                    w -= OUT_DEPTH
+                ob_gen[b, o, w] = pipe_gen[b, o, r0]
+                ob_info[b, o, w] = pipe_info[b, o, r0]
+                ob_src[b, o, w] = pipe_src[b, o, r0]
+                ob_cnt[b, o] += 1
+    return 0
+
+
+def _xp_kernel(p, groups, traffic, state, xs, log):
+    for b in range(traffic.gdest.shape[0]):
+        _xp_point(b, p, groups, traffic, state, xs, log)
+    return 0
+
+
+def _xp_kernel_threads(p, groups, traffic, state, xs, log):
+    for b in numba.prange(traffic.gdest.shape[0]):
+        _xp_point(b, p, groups, traffic, state, xs, log)
+    return 0
+
+
+#: The pipelined VOQ switch's own registers (``switch.pipeline = true``,
+#: :func:`run_pl_chunk`), leading axis batch, per input ``i``: the input stage's two
+#: entries ``e_valid``, ``e_gen``, ``e_info``, ``e_drops``, the copies still to write
+#: ``e_rem[b, i, k, o]``, the next one ``e_pick`` (-1: none) and whether it is the last
+#: ``e_last``; the head entry ``hsel``; the late counters ``took``, ``took_drops``,
+#: ``stalled``. Per VOQ ``(i, o)``: write, schedule and read counts ``wptr``, ``sptr``,
+#: ``rptr`` (slot = count mod depth; the flits are in the ``q_gen``/``q_info`` arrays of
+#: :class:`State`), the ``notfull`` register, the side memory ``meta[b, i, o, slot]``
+#: (bit 0 UNICAST, bit 1 not ``last``; zero after reset) and its registered read
+#: ``meta_any``; the request registers ``valid_r``, ``single_r``. Per output: ``kill_r``,
+#: the grant stage's register ``grant_r`` (-1: none), the lock ``lock_v``/``lock_in``.
+#: Per input: the registered match ``match1`` (-1: none) and its side bits ``meta1``.
+#: The phase bit ``phase[b]``, the two sub-schedulers' pointers ``gptr[b, s, o]``,
+#: ``aptr[b, s, i]``; the flits between the match and the output-buffer write,
+#: ``pipe_*[b, o, t % 8]``.
+PState = namedtuple("PState", (
+    "e_valid", "e_gen", "e_info", "e_drops", "e_rem", "e_pick", "e_last", "hsel", "took",
+    "took_drops", "stalled", "wptr", "sptr", "rptr", "notfull", "meta", "meta_any",
+    "valid_r", "single_r", "kill_r", "grant_r", "match1", "meta1", "phase", "gptr", "aptr",
+    "lock_v", "lock_in", "pipe_v", "pipe_gen", "pipe_info", "pipe_src"))
+
+
+def _pl_point(b, p, groups, traffic, state, ps, log):
+    """Cycles ``T0 .. T0 + C - 1`` of batch point ``b``: one pipelined VOQ switch
+    (rtl/switch/pipelined.py) with its links, register for register. Source queues, links
+    and the output stage as in :func:`_cycles`; every decision reads the registers at the
+    start of the cycle, every write takes effect in the next."""
+    N = p[0]
+    CAP = p[2]
+    OUT_DEPTH = p[4]
+    L = p[5]
+    FRAME = p[6]
+    K = p[7]
+    SQ = p[8]
+    H = p[9]
+    W0 = p[10]
+    W1 = p[11]
+    LOG = p[12]
+    T0 = p[13]
+    C = p[14]
+    USE_READY = p[15]
+    G = p[16]
+    LP = L + 1
+    CR = L + 2
+    ER = 2 * L + 2
+
+    (q_gen, q_info, q_head, q_cnt, _ne, _done, _hdone, ob_gen, ob_info, ob_src, ob_head,
+     ob_cnt, credit, lock, _gptr, _aptr, sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head,
+     sq_cnt, sq_flit, seq_next, _svs, _svg, _svq, _svh, _svc, _svn, _svp, _svu, _svf, _sc,
+     _scr, lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head, rx_cnt,
+     ecred, ecr_ret, st, hist, latmax) = state
+    (e_valid, e_gen, e_info, e_drops, e_rem, e_pick, e_last, hsel, took, took_drops,
+     stalled, wptr, sptr, rptr, notfull, meta, meta_any, valid_r, single_r, kill_r, grant_r,
+     match1, meta1, phase, gptr, aptr, lock_v, lock_in, pipe_v, pipe_gen, pipe_info,
+     pipe_src) = ps
+    g_members, g_gvalid, g_slots = groups
+    tr_gdest, tr_gsize, tr_gkind, tr_ready = traffic
+    lg_t, lg_o, lg_src, lg_info, lg_b, lg_n = log
+    logcap = lg_t.shape[0]
+    hs = np.zeros(N, np.bool_)              # output handshakes of this cycle
+    valid = np.zeros((N, N), np.bool_)      # requests of this cycle
+    ngrant = np.empty(N, np.int64)          # the grant stage's result
+    match = np.empty(N, np.int64)           # the accept stage's result (the match)
+    m1 = np.empty(N, np.int64)              # match1 at the start of the cycle
+    wsel = np.empty(N, np.int64)            # the VOQ written by each input (-1: none)
+    gany1 = np.zeros(N, np.bool_)
+    cr = np.empty(N, np.int64)
+    lv = np.zeros(N, np.bool_)
+    lo = np.empty(N, np.int64)
+    for c in range(C):
+        t = T0 + c
+        in_window = (t >= W0) and (t < W1)
+        framing = FRAME > 0 and (t % FRAME) == FRAME - 1
+        r_slot = t % g_slots.shape[1]
+
+        # ---- 1. traffic ------------------------------------------------------------
+        for i in range(N):
+            sz = tr_gsize[b, c, i]
+            if sz <= 0:
+                continue
+            d = tr_gdest[b, c, i]
+            kd = tr_gkind[b, c, i]
+            copies = 1
+            if kd == 1:
+                copies = 0
+                if d < G and g_gvalid[d]:
+                    for o in range(N):
+                        if g_members[d, o]:
+                            copies += 1
+            if in_window:
+                st[b, i, 7] += sz
+                st[b, i, 8] += 1
+                st[b, i, 14] += copies
+            if sq_cnt[b, i] >= SQ:
+                st[b, i, 10] += 1
+                st[b, i, 11] += sz
+                continue
+            slot = sq_head[b, i] + sq_cnt[b, i]
+            if slot >= SQ:
+                slot -= SQ
+            sq_dest[b, i, slot] = d
+            sq_size[b, i, slot] = sz
+            sq_kind[b, i, slot] = kd
+            sq_gen[b, i, slot] = t
+            sq_seq[b, i, slot] = seq_next[b, i]
+            seq_next[b, i] += 1
+            sq_cnt[b, i] += 1
+
+        # ---- 2. link, sender side --------------------------------------------------
+        r_cr = t % CR
+        s_send = (t + L) % LP
+        s_arr = t % LP
+        r_er = t % ER
+        r_er_ret = (t + 2 * L + 1) % ER
+        r_cr_ret = (t + L + 1) % CR
+        for i in range(N):
+            tcred[b, i] += cr_ret[b, i, r_cr]
+            cr_ret[b, i, r_cr] = 0
+            if (sq_cnt[b, i] > 0 and tcred[b, i] > 0 and not framing
+                    and g_slots[i, r_slot]):
+                h = sq_head[b, i]
+                fl = sq_flit[b, i]
+                sz = sq_size[b, i, h]
+                first = 1 if fl == 0 else 0
+                last = 1 if fl == sz - 1 else 0
+                info = ((sq_seq[b, i, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
+                        | (first << 44) | (last << 45) | ((sq_kind[b, i, h] & 3) << 46)
+                        | ((sq_dest[b, i, h] & 0xFF) << 48))
+                lp_valid[b, i, s_send] = True
+                lp_gen[b, i, s_send] = sq_gen[b, i, h]
+                lp_info[b, i, s_send] = info
+                tcred[b, i] -= 1
+                if in_window:
+                    st[b, i, 15] += 1
+                if last == 1:
+                    sq_flit[b, i] = 0
+                    sq_head[b, i] = h + 1 if h + 1 < SQ else 0
+                    sq_cnt[b, i] -= 1
+                else:
+                    sq_flit[b, i] = fl + 1
+            if lp_valid[b, i, s_arr]:
+                lp_valid[b, i, s_arr] = False
+                w = rx_head[b, i] + rx_cnt[b, i]
+                if w >= K:
+                    w -= K
+                rx_gen[b, i, w] = lp_gen[b, i, s_arr]
+                rx_info[b, i, w] = lp_info[b, i, s_arr]
+                rx_cnt[b, i] += 1
+
+        # ---- 3. output stage (the output buffer's head, o_port) ---------------------
+        for o in range(N):
+            hs[o] = False
+            ecred[b, o] += ecr_ret[b, o, r_er]
+            ecr_ret[b, o, r_er] = 0
+            if ob_cnt[b, o] == 0:
+                continue
+            rdy = ecred[b, o] > 0 and not framing and g_slots[o, r_slot]
+            if USE_READY and not tr_ready[b, c, o]:
+                rdy = False
+            if not rdy:
+                st[b, o, 3] += 1
+                continue
+            h = ob_head[b, o]
+            gen = ob_gen[b, o, h]
+            info = ob_info[b, o, h]
+            src = ob_src[b, o, h]
+            ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
+            ob_cnt[b, o] -= 1
+            hs[o] = True
+            st[b, o, 1] += 1
+            ecred[b, o] -= 1
+            ecr_ret[b, o, r_er_ret] += 1
+            td = t + L
+            if td >= W0 and td < W1:
+                st[b, o, 9] += 1
+            if (info >> 45) & 1 and gen >= W0 and gen < W1:
+                lat = td - gen
+                st[b, o, 12] += lat
+                st[b, o, 13] += 1
+                hist[b, min(lat, H - 1)] += 1
+                if lat > latmax[b]:
+                    latmax[b] = lat
+            if LOG:
+                k = lg_n[0]
+                if k < logcap:
+                    lg_t[k] = t
+                    lg_o[k] = o
+                    lg_src[k] = src
+                    lg_info[k] = info
+                    lg_b[k] = b
+                lg_n[0] = k + 1
+
+        # ---- 4. allocator: requests, grant stage, accept stage ---------------------
+        ph = phase[b]
+        for i in range(N):
+            m1[i] = match1[b, i]
+            for o in range(N):
+                valid[i, o] = (valid_r[b, i, o] and not kill_r[b, o]
+                               and not (m1[i] == o and single_r[b, i, o]))
+        for o in range(N):
+            g = grant_r[b, o]
+            opening = g >= 0 and meta_any[b, g, o] == 3
+            gp = gptr[b, ph, o]
+            sel = -1
+            for k in range(N):
+                j = gp + k
+                if j >= N:
+                    j -= N
+                if valid[j, o] and not (opening and g != j):
+                    sel = j
+                    break
+            ngrant[o] = sel
+        for i in range(N):
+            ap = aptr[b, 1 - ph, i]
+            a = -1
+            for k in range(N):
+                o = ap + k
+                if o >= N:
+                    o -= N
+                if grant_r[b, o] == i and valid[i, o]:
+                    a = o
+                    break
+            match[i] = a
+        # from the registered match of last cycle: locks, credits after it, the requests
+        # and kills of the next cycle
+        for o in range(N):
+            gany1[o] = False
+            lv[o] = lock_v[b, o]
+            lo[o] = lock_in[b, o]
+        for i in range(N):
+            o = m1[i]
+            if o >= 0:
+                gany1[o] = True
+                mb = meta1[b, i]
+                if mb & 1:                      # UNICAST: the lock changes
+                    lv[o] = (mb & 2) != 0
+                    lo[o] = i
+        for o in range(N):
+            cr[o] = credit[b, o] - (1 if gany1[o] else 0)
+            lock_v[b, o] = lv[o]
+            lock_in[b, o] = lo[o]
+            kill_r[b, o] = grant_r[b, o] >= 0 and cr[o] == 1
+        for i in range(N):
+            for o in range(N):
+                pend = wptr[b, i, o] - sptr[b, i, o]
+                valid_r[b, i, o] = (pend != 0 and cr[o] != 0
+                                    and ((not lv[o]) or lo[o] == i))
+                single_r[b, i, o] = pend == 1
+                # side bits at sptr and sptr + 1 (writes up to last cycle), ORed
+                s0 = sptr[b, i, o] % CAP
+                s1 = (sptr[b, i, o] + 1) % CAP
+                meta_any[b, i, o] = meta[b, i, o, s0] | meta[b, i, o, s1]
+        # pointers: grant pointers of the sub-scheduler accepting now, accept pointers of
+        # the one that accepted last cycle
+        for i in range(N):
+            o = match[i]
+            if o >= 0:
+                gptr[b, 1 - ph, o] = i + 1 if i + 1 < N else 0
+            if m1[i] >= 0:
+                aptr[b, ph, i] = m1[i] + 1 if m1[i] + 1 < N else 0
+        for o in range(N):
+            grant_r[b, o] = ngrant[o]
+            credit[b, o] = cr[o] + (1 if hs[o] else 0)
+        # the match: its side bits registered, the VOQ's schedule pointer moves, the flit
+        # reaches the output buffer 7 cycles later
+        r7 = (t + 7) % 8
+        for i in range(N):
+            o = match[i]
+            match1[b, i] = o
+            if o >= 0:
+                s0 = sptr[b, i, o] % CAP
+                meta1[b, i] = meta[b, i, o, s0]
+                pipe_v[b, o, r7] = True
+                pipe_gen[b, o, r7] = q_gen[b, i, o, s0]
+                pipe_info[b, o, r7] = q_info[b, i, o, s0]
+                pipe_src[b, o, r7] = i
+        phase[b] = 1 - ph
+
+        # ---- 5. ingress: the input stage's head writes one copy per cycle ------------
+        for i in range(N):
+            hsl = hsel[b, i]
+            h_valid = e_valid[b, i, hsl]
+            drop = e_drops[b, i, hsl] != 0
+            pk = e_pick[b, i, hsl]
+            write = h_valid and not drop and pk >= 0 and notfull[b, i, pk]
+            take = h_valid and (drop or (write and e_last[b, i, hsl]))
+            wsel[i] = pk if write else -1
+            if write:
+                w = wptr[b, i, pk] % CAP
+                info = e_info[b, i, hsl]
+                q_gen[b, i, pk, w] = e_gen[b, i, hsl]
+                q_info[b, i, pk, w] = info
+                meta[b, i, pk, w] = ((1 if ((info >> 46) & 3) == 0 else 0)
+                                     | (2 if ((info >> 45) & 1) == 0 else 0))
+            # the late counters: last cycle's take and stall count now
+            if took[b, i]:
+                dr = took_drops[b, i]
+                if dr == 0:
+                    st[b, i, 0] += 1
+                st[b, i, 4] += dr & 1
+                st[b, i, 5] += (dr >> 1) & 1
+                st[b, i, 6] += (dr >> 2) & 1
+            if stalled[b, i]:
+                st[b, i, 2] += 1
+            took[b, i] = take
+            took_drops[b, i] = e_drops[b, i, hsl]
+            prdy = not (e_valid[b, i, 0] and e_valid[b, i, 1])
+            pv = rx_cnt[b, i] > 0
+            stalled[b, i] = pv and not prdy
+            enq = pv and prdy
+            fl = (1 - hsl) if h_valid else hsl
+            if take:
+                e_valid[b, i, hsl] = False
+            elif write:                 # plan the rest of the copies
+                e_rem[b, i, hsl, pk] = False
+                nx = -1
+                nrem = 0
+                for o in range(N):
+                    if e_rem[b, i, hsl, o]:
+                        nrem += 1
+                        if nx < 0:
+                            nx = o
+                e_pick[b, i, hsl] = nx
+                e_last[b, i, hsl] = nrem <= 1
+            if enq:
+                h = rx_head[b, i]
+                info = rx_info[b, i, h]
+                e_valid[b, i, fl] = True
+                e_gen[b, i, fl] = rx_gen[b, i, h]
+                e_info[b, i, fl] = info
+                rx_head[b, i] = h + 1 if h + 1 < K else 0
+                rx_cnt[b, i] -= 1
+                cr_ret[b, i, r_cr_ret] += 1
+                kd = (info >> 46) & 3
+                d = (info >> 48) & 0xFF
+                dr = 0
+                for o in range(N):
+                    e_rem[b, i, fl, o] = False
+                if kd == 0:
+                    if d < N:
+                        e_rem[b, i, fl, d] = True
+                    else:
+                        dr = 1
+                elif kd == 1:
+                    dr = 2
+                    if d < G and g_gvalid[d]:
+                        for o in range(N):
+                            if g_members[d, o]:
+                                e_rem[b, i, fl, o] = True
+                                dr = 0
+                else:
+                    dr = 4
+                e_drops[b, i, fl] = dr
+                nx = -1
+                nrem = 0
+                for o in range(N):
+                    if e_rem[b, i, fl, o]:
+                        nrem += 1
+                        if nx < 0:
+                            nx = o
+                e_pick[b, i, fl] = nx
+                e_last[b, i, fl] = nrem <= 1
+            if take:
+                hsel[b, i] = 1 - hsl
+
+        # ---- 6. the VOQs' pointers and "not full" registers --------------------------
+        for i in range(N):
+            for o in range(N):
+                rd = m1[i] == o
+                wr = wsel[i] == o
+                used = wptr[b, i, o] - rptr[b, i, o]
+                full_next = (not rd) and (used == CAP or (used == CAP - 1 and wr))
+                notfull[b, i, o] = not full_next
+                if wr:
+                    wptr[b, i, o] += 1
+                if match[i] == o:
+                    sptr[b, i, o] += 1
+                if rd:
+                    rptr[b, i, o] += 1
+        # the crossbar register writes the output buffer (matched 7 cycles ago)
+        r0 = t % 8
+        for o in range(N):
+            if pipe_v[b, o, r0]:
+                pipe_v[b, o, r0] = False
+                w = ob_head[b, o] + ob_cnt[b, o]
+                if w >= OUT_DEPTH:
+                    w -= OUT_DEPTH
+                ob_gen[b, o, w] = pipe_gen[b, o, r0]
+                ob_info[b, o, w] = pipe_info[b, o, r0]
+                ob_src[b, o, w] = pipe_src[b, o, r0]
+                ob_cnt[b, o] += 1
+    return 0
+
+
+def _pl_kernel(p, groups, traffic, state, ps, log):
+    for b in range(traffic.gdest.shape[0]):
+        _pl_point(b, p, groups, traffic, state, ps, log)
+    return 0
+
+
+def _pl_kernel_threads(p, groups, traffic, state, ps, log):
+    for b in numba.prange(traffic.gdest.shape[0]):
+        _pl_point(b, p, groups, traffic, state, ps, log)
+    return 0
+
+
 _jit = dict(cache=True, nogil=True, error_model="numpy")
 ecmp_hash = numba.njit(**_jit)(ecmp_hash)
 _route = numba.njit(**_jit)(_route)
@@ -865,3 +1668,33 @@ def run_clos_chunk_parallel(p, groups, traffic, state, log, net):
         return _clos_threads(p, groups, traffic, state, log, net)
     finally:
         numba.set_parallel_chunksize(old)
+
+
+_xp_point = numba.njit(**_jit)(_xp_point)
+#: ``run_xp_chunk(p, groups, traffic, state, xstate, log)``: the crosspoint-buffered switch
+#: (:class:`XState`), ``p[P["C"]]`` cycles of every batch point.
+run_xp_chunk = numba.njit(**_jit)(_xp_kernel)
+_xp_threads = None
+
+
+def run_xp_chunk_parallel(p, groups, traffic, state, xstate, log):
+    """:func:`run_xp_chunk` with the batch points on threads (compiled on first use)."""
+    global _xp_threads
+    if _xp_threads is None:
+        _xp_threads = numba.njit(parallel=True, **_jit)(_xp_kernel_threads)
+    return _xp_threads(p, groups, traffic, state, xstate, log)
+
+
+_pl_point = numba.njit(**_jit)(_pl_point)
+#: ``run_pl_chunk(p, groups, traffic, state, pstate, log)``: the pipelined VOQ switch
+#: (:class:`PState`), ``p[P["C"]]`` cycles of every batch point.
+run_pl_chunk = numba.njit(**_jit)(_pl_kernel)
+_pl_threads = None
+
+
+def run_pl_chunk_parallel(p, groups, traffic, state, pstate, log):
+    """:func:`run_pl_chunk` with the batch points on threads (compiled on first use)."""
+    global _pl_threads
+    if _pl_threads is None:
+        _pl_threads = numba.njit(parallel=True, **_jit)(_pl_kernel_threads)
+    return _pl_threads(p, groups, traffic, state, pstate, log)

@@ -64,7 +64,8 @@ async def test_exact(dut):
     # the model, on the same trace
     sw = SwitchParams(n_ports=n, data_width=int(p["data_width"]), depth=int(p["depth"]),
                       iterations=int(p["iterations"]), mode=p["mode"],
-                      out_depth=int(p["out_depth"]), n_groups=int(p["n_groups"]))
+                      out_depth=int(p["out_depth"]), n_groups=int(p["n_groups"]),
+                      pipeline=bool(p.get("pipeline", False)))
     for key, value in a.get("model_override", {}).items():   # planted faults only
         setattr(sw, key, value)
     fabs = []
