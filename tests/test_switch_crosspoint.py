@@ -20,7 +20,7 @@ FULL_RATE_OUT_DEPTH = 7
 FULL_RATE_DEPTH = 8
 
 
-def _run(dut, sends, cycles, ready=lambda o, c: True, groups=()):
+def _run(dut, sends, cycles, ready=lambda o, c: True, groups=(), latency=LATENCY):
     """Write ``groups`` ((group, members) pairs) into the group table, then send
     ``sends[i]`` (lists of (dest, data, last) or (dest, data, last, kind)) into input i
     with a :class:`StreamSender` as fast as it is taken, and take from output o with a
@@ -28,8 +28,9 @@ def _run(dut, sends, cycles, ready=lambda o, c: True, groups=()):
     cycles per input, [(cycle, src, data, last)] per output), cycles counted from the
     first one after the table writes. Each output must deliver the flits addressed to it
     (a unicast flit to its ``dest``, a multicast one to every member of group ``dest``)
-    within ``cycles``, and nothing more: for ``2 * LATENCY`` cycles after its last flit,
-    or, an output that gets none, for all ``cycles``."""
+    within ``cycles``, and nothing more: for ``2 * latency`` cycles (``latency``: the
+    design's idle latency) after its last flit, or, an output that gets none, for all
+    ``cycles``."""
     n = dut.n_ports
     flit = switch_flit(dut.data_width)
     entry = group_entry(n)
@@ -50,7 +51,7 @@ def _run(dut, sends, cycles, ready=lambda o, c: True, groups=()):
     senders = [StreamSender(dut.i_port[i], words[i], on_beat=took(i)) for i in range(n)]
     receivers = [StreamReceiver(dut.o_port[o], count[o], ready=lambda c, o=o: ready(o, c),
                                 max_cycles=cycles,
-                                quiet_cycles=2 * LATENCY if count[o] else cycles)
+                                quiet_cycles=2 * latency if count[o] else cycles)
                  for o in range(n)]
 
     async def config(ctx):

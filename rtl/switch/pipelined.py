@@ -40,8 +40,8 @@ class PipelinedSwitch(SwitchBase):
     iterations : int or None
         iSLIP rounds: 1 (None or 0 mean 1); the round is split over two cycles.
     out_depth : int
-        Output buffer slots = credits per output; full rate needs ``out_depth >= 11``
-        (16 costs the same LUT RAM as 4).
+        Output buffer slots = credits per output; one stream runs at line rate with
+        ``out_depth >= 10`` (16 costs the same LUT RAM as 4).
     n_groups : int
         Group-table entries (multicast and reduction groups).
     reduce : bool
@@ -59,9 +59,10 @@ class PipelinedSwitch(SwitchBase):
     Input handshake in t → ``o_port`` valid in t+12 without contention: input stage
     register; VOQ write in t+1; requests in t+2; grant in t+3; accept = match in t+4; read
     address registers in t+5 and t+6; RAM read in t+7; flit registers in t+8 and t+9;
-    crossbar register in t+10; output buffer write in t+11. A credit taken at a match can
-    serve a match again 11 cycles later, so one output runs at line rate with
-    ``out_depth >= 11``. A flit to k members takes k cycles of VOQ writes, then the next
+    crossbar register in t+10; output buffer write in t+11. A credit taken at a match comes
+    back with the output handshake in t+12; one input streaming to one output runs at line
+    rate with ``out_depth >= 10``, and an output with one credit moves a flit every 11
+    cycles. A flit to k members takes k cycles of VOQ writes, then the next
     flit follows without a gap. The counters ``flits_in``, ``drop_*`` and ``in_stalls``
     count one cycle later than in the VOQ switch, with the same totals. Reset as the VOQ
     switch.

@@ -110,6 +110,6 @@ BLOCKS = [
               Param("reduce", bool, False, "per-port reduction units (rtl/reduce)"),
               Param("n_chunks", int, 16, "open-chunk slots per reduction unit (1..64)"),
               Param("pipeline", bool, False, "registered iSLIP, block-RAM VOQs, pipelined "
-                    "crossbar (docs/switch.md; full rate needs out_depth >= 11)"),
+                    "crossbar (docs/switch.md; full rate needs out_depth >= 10)"),
           ]),
 ]
