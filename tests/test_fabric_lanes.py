@@ -170,3 +170,23 @@ def test_mixed_lanes_workload_with_faults_icarus(tmp_path):
 def get_block_params():
     from fusionfabric.rtl.blocks import get_block
     return get_block("fabric").resolve({"n_endpoints": 3, "endpoints": MIXED})
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--credits", "16,0"], "--credits '16,0'"),
+    (["--credits", "many"], "--credits 'many'"),
+    (["--replay-depth", "8,x"], "--replay-depth '8,x'"),
+    (["--warm", "1600"], "--warm 1600"),
+])
+def test_rtl_flow_credits_bad_arguments_exit_2(argv, needle):
+    """bench/rtl_flow_credits.py: one line naming the bad value, exit 2, before any build."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / "rtl_flow_credits.py"
+    proc = subprocess.run([sys.executable, str(bench), *argv], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and needle in lines[0], proc.stderr

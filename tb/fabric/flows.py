@@ -19,15 +19,17 @@ MIXED = "gpu:2x2,accelerator:1x1"
 VICTIM, AGGRESSOR, CONGESTION = (0, 1, 5.0), (0, 2, 2.0), (1, 2, 1.0)
 
 
-def run_flows(flows, cycles, warm, seed=None, name=None, endpoints=MIXED, sim="icarus"):
-    """``test_flows`` on the fabric of ``endpoints`` (one Verilog build per configuration,
-    shared by every caller); returns its results record (``flows``, ``ports``,
-    ``window``, ``seed``, ...)."""
+def run_flows(flows, cycles, warm, seed=None, name=None, endpoints=MIXED, sim="icarus",
+              params=None):
+    """``test_flows`` on the fabric of ``endpoints`` and the other fabric ``params`` (one
+    Verilog build per configuration, shared by every caller); returns its results record
+    (``flows``, ``ports``, ``window``, ``seed``, ...)."""
     from fusionfabric.endpoints import parse_endpoints, expand
     from fusionfabric.rtl.blocks import get_block
     from fusionfabric.tb.common import runner
     n = len(expand(parse_endpoints(endpoints)))
-    params = get_block("fabric").resolve({"n_endpoints": n, "endpoints": endpoints})
+    params = get_block("fabric").resolve({**(params or {}), "n_endpoints": n,
+                                          "endpoints": endpoints})
     result = runner.run("fabric", "fusionfabric.tb.fabric.test_fabric", params, sim=sim,
                         testcase="test_flows", vpi="top", seed=seed, name=name,
                         test_args={"flows": [list(f) for f in flows], "cycles": cycles,
