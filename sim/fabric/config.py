@@ -73,6 +73,12 @@ class SwitchParams:
     out_depth: int = _f(4, "output buffer slots = credits per output (>= 2 for line rate)",
                         lo=1)
     n_groups: int = _f(16, "group-table entries (multicast groups)", lo=1, hi=256)
+    reduce: bool = _f(False, "per-port reduction units (the RTL's reduce=True): a 2n x 2n "
+                             "crossbar, REDUCE flits to unit chunk mod n, results "
+                             "multicast from the unit's row; needs mode=voq, "
+                             "pipeline=false, one switch, admission fifo")
+    n_chunks: int = _f(16, "open-chunk slots per reduction unit (the RTL's n_chunks)",
+                       lo=1, hi=64)
 
 
 @dataclass
@@ -319,6 +325,22 @@ class Config:
             if self.link.admission == "voq":
                 raise ConfigError("link.admission='voq' is modelled with "
                                   "switch.pipeline=false only")
+        if self.switch.reduce:
+            if self.switch.mode != "voq" or self.switch.pipeline:
+                raise ConfigError(f"switch.reduce=true is modelled with switch.mode=voq and "
+                                  f"switch.pipeline=false only (switch.mode="
+                                  f"{self.switch.mode}, switch.pipeline="
+                                  f"{str(self.switch.pipeline).lower()})")
+            if self.topology.kind == "clos":
+                raise ConfigError("switch.reduce=true is modelled on one switch "
+                                  "(topology.kind=crossbar) only")
+            if self.link.admission == "voq":
+                raise ConfigError("link.admission='voq' is modelled with "
+                                  "switch.reduce=false only")
+            if self.switch.n_ports > 128 or self.switch.data_width % 32:
+                raise ConfigError(f"switch.reduce=true needs switch.n_ports <= 128 (got "
+                                  f"{self.switch.n_ports}) and switch.data_width a multiple "
+                                  f"of 32 (got {self.switch.data_width}), as the RTL")
         top = max_iterations(self.switch.n_ports)
         if self.topology.kind == "crossbar" and self.switch.iterations > top:
             raise ConfigError(f"switch.iterations={self.switch.iterations} is above the "

@@ -68,7 +68,7 @@ class Fabric:
     ----------
     switch : SwitchParams
         Same names as the RTL (``n_ports``, ``depth``, ``iterations``, ``mode``,
-        ``out_depth``, ``n_groups``).
+        ``out_depth``, ``n_groups``, ``pipeline``, ``reduce``, ``n_chunks``).
     link : LinkParams
         ``latency`` (cycles, each way), ``credits`` (0: ``2*latency+1``), ``frame_period``,
         ``admission`` (``fifo``: one source queue of ``src_queue`` packets per port, the
@@ -77,8 +77,10 @@ class Fabric:
         ``switch.mode`` voq; the kernel docstring).
     batch : int
         Independent sweep points simulated together.
-    groups : dict[int, iterable of int]
-        Multicast group table (static for the run): group id -> member ports.
+    groups : dict[int, iterable of int or dict]
+        Group table (static for the run): group id -> member ports, or a dict
+        ``{"members": ports, "mode": 0 ALLREDUCE or 1 REDUCE, "root": port}`` (the entry's
+        reduction fields, used by ``switch.reduce``).
     window : (int, int)
         Sample period ``[w0, w1)`` of the statistics (cycles).
     src_queue : int
@@ -132,6 +134,17 @@ class Fabric:
                              f"for n_ports={n}")
         self.iterations = 1 if pl else iters
         fifo = switch.mode == "fifo"
+        self.reduce = rd = bool(getattr(switch, "reduce", False))
+        if rd and (switch.mode != "voq" or pl):
+            raise ConfigError(f"switch.reduce=true is modelled with switch.mode=voq and "
+                              f"switch.pipeline=false only (switch.mode={switch.mode!r}, "
+                              f"switch.pipeline={str(pl).lower()})")
+        if rd and link.admission == "voq":
+            raise ConfigError("link.admission='voq' is modelled with switch.reduce=false "
+                              "only")
+        n_chunks = int(getattr(switch, "n_chunks", 16))
+        if rd and not 1 <= n_chunks <= 64:
+            raise ConfigError(f"switch.n_chunks={n_chunks} is outside 1..64")
         self.admission = adm = link.admission == "voq"
         if link.admission not in ("fifo", "voq"):
             raise ConfigError(f"link.admission={link.admission!r} is not one of: fifo, voq")
@@ -153,9 +166,15 @@ class Fabric:
         G = switch.n_groups
         self.members = np.zeros((G, n), dtype=np.bool_)
         self.gvalid = np.zeros(G, dtype=np.bool_)
+        gmode = np.zeros(G, dtype=np.int64)
+        groot = np.zeros(G, dtype=np.int64)
         for g, mem in (groups or {}).items():
             if not 0 <= g < G:
                 raise ValueError(f"group {g} is outside 0..{G - 1} (n_groups={G})")
+            if isinstance(mem, dict):       # a reduction group: members, mode, root
+                gmode[g] = int(mem.get("mode", 0))
+                groot[g] = int(mem.get("root", 0))
+                mem = mem["members"]
             for m in mem:
                 if not 0 <= m < n:
                     raise ValueError(f"group {g} member {m} is outside 0..{n - 1}")
@@ -177,16 +196,21 @@ class Fabric:
         # the queues a mode does not use get size-1 axes (same kernel types, no memory)
         sq = 1 if adm else src_queue
         nd, sv = (n, SV) if adm else (1, 1)
+        # the crossbar's rows and columns: 2n with the reduction units (n + u: unit u)
+        nx = 2 * n if rd else n
+        if rd:
+            nq = nx
         self.state = _k.State(
-            q_gen=z((B, n, nq, cap), i64), q_info=z((B, n, nq, cap), i64),
-            q_head=z((B, n, nq), i64), q_cnt=z((B, n, nq), i64),
+            q_gen=z((B, nx, nq, cap), i64), q_info=z((B, nx, nq, cap), i64),
+            q_head=z((B, nx, nq), i64), q_cnt=z((B, nx, nq), i64),
             ne=z((B, n, (n + 63) // 64), np.uint64),
-            done=z((B, n, n), np.bool_), hdone=z((B, n, n), np.bool_),
-            ob_gen=z((B, n, switch.out_depth), i64), ob_info=z((B, n, switch.out_depth), i64),
-            ob_src=z((B, n, switch.out_depth), i64), ob_head=z((B, n), i64),
-            ob_cnt=z((B, n), i64),
-            credit=np.full((B, n), switch.out_depth, i64), lock=np.full((B, n), -1, i64),
-            gptr=z((B, n), i64), aptr=z((B, n), i64),
+            done=z((B, nx, nx), np.bool_), hdone=z((B, n, n), np.bool_),
+            ob_gen=z((B, nx, switch.out_depth), i64),
+            ob_info=z((B, nx, switch.out_depth), i64),
+            ob_src=z((B, nx, switch.out_depth), i64), ob_head=z((B, nx), i64),
+            ob_cnt=z((B, nx), i64),
+            credit=np.full((B, nx), switch.out_depth, i64), lock=np.full((B, nx), -1, i64),
+            gptr=z((B, nx), i64), aptr=z((B, nx), i64),
             sq_dest=z((B, n, sq), i64), sq_size=z((B, n, sq), i64),
             sq_kind=z((B, n, sq), i64), sq_gen=z((B, n, sq), i64),
             sq_seq=z((B, n, sq), i64), sq_head=z((B, n), i64), sq_cnt=z((B, n), i64),
@@ -244,6 +268,24 @@ class Fabric:
                 lock_in=np.full((B, n), -1, i64), pipe_v=z((B, n, 8), b_),
                 pipe_gen=z((B, n, 8), i64), pipe_info=z((B, n, 8), i64),
                 pipe_src=z((B, n, 8), i64))
+        self.rstate = None
+        if rd:
+            # the reduction units (rtl/reduce/unit.py) and their result FIFOs; the
+            # pipeline from the streamer to o_result is 3 + 5 depth advancing cycles
+            b_ = np.bool_
+            depth_u = max(1, (n - 1).bit_length())
+            R = 3 + 5 * depth_u + 1
+            C_ = n_chunks
+            self.rstate = _k.RState(
+                gmode=gmode, groot=groot, s1_v=z((B, n), b_), s1_info=z((B, n), i64),
+                s1_src=z((B, n), i64), sl_state=z((B, n, C_), i64),
+                sl_group=z((B, n, C_), i64), sl_chunk=z((B, n, C_), i64),
+                sl_arr=z((B, n, C_, n), b_), sl_cnt=z((B, n, C_), i64),
+                sl_k=z((B, n, C_), i64), rf_buf=z((B, n, C_), i64), rf_head=z((B, n), i64),
+                rf_cnt=z((B, n), i64), sa=z((B, n), b_), sslot=z((B, n), i64),
+                srank=z((B, n), i64), sk=z((B, n), i64), pr_v=z((B, n, R), b_),
+                pr_info=z((B, n, R), i64), acnt=z((B, n), i64), rq_info=z((B, n, 4), i64),
+                rq_head=z((B, n), i64), rq_cnt=z((B, n), i64), ust=z((B, n, 7), i64))
         self.s = self.state._asdict()
         self.log_capacity = log_capacity if log else 1
         self.departure_log = _k.Log(*(z(self.log_capacity, i64) for _ in range(5)), z(1, i64))
@@ -256,7 +298,9 @@ class Fabric:
 
         ``gdest``/``gsize``: packets created per (point, cycle, source) (size 0: none);
         ``gkind``: 0 unicast (default), 1 multicast (``gdest`` is then a group id), 2/3
-        reduction kinds (dropped and counted by this switch); ``ready``: ``o_port`` ready
+        REDUCE/RESULT (dropped and counted without reduction units; with
+        ``switch.reduce`` a REDUCE packet's ``gdest`` is ``group | chunk << 8``, its flit
+        ``f`` a contribution to chunk ``chunk + f``); ``ready``: ``o_port`` ready
         pattern (default: always ready). Admission ``voq``: unicast packets to ports
         ``0 .. n_ports-1`` only (anything else raises :class:`ValueError`).
         """
@@ -290,7 +334,14 @@ class Fabric:
         self.p[_k.P["USE_READY"]] = use_ready
         traffic = _k.Traffic(gdest, gsize, gkind, ready_arr)
         args = (self.p, self.groups, traffic, self.state, self.departure_log)
-        if self.pipelined:
+        if self.reduce:
+            rargs = (self.p, self.groups, traffic, self.state, self.rstate,
+                     self.departure_log)
+            if self.parallel and B >= 4 and not self.p[_k.P["LOG"]]:
+                _k.run_rd_chunk_parallel(*rargs)
+            else:
+                _k.run_rd_chunk(*rargs)
+        elif self.pipelined:
             pargs = (self.p, self.groups, traffic, self.state, self.pstate,
                      self.departure_log)
             if self.parallel and B >= 4 and not self.p[_k.P["LOG"]]:
@@ -339,6 +390,9 @@ class Fabric:
             n = (s["ob_cnt"].sum(axis=1) + s["rx_cnt"].sum(axis=1)
                  + s["lp_valid"].sum(axis=(1, 2)) + (x.wptr - x.sptr).sum(axis=(1, 2))
                  + x.e_valid.sum(axis=(1, 2)) + x.pipe_v.sum(axis=(1, 2)))
+        if self.rstate is not None:     # the units' ingest registers and result FIFOs
+            x = self.rstate
+            n = n + x.s1_v.sum(axis=1) + x.rq_cnt.sum(axis=1) + x.pr_v.sum(axis=(1, 2))
         if self.xstate is not None:     # the input register and stage, pops in flight
             x = self.xstate
             n = (n + x.p_valid.sum(axis=1) + x.e_valid.sum(axis=(1, 2))

@@ -1,8 +1,12 @@
 """Trace-driven runs for exactness checks: packets in, every departure out.
 
-A trace is a list of packets ``(cycle, src, dest, size, kind)``: from ``cycle`` on, the
-packet's flits are offered on ``i_port[src]`` back to back, behind the earlier packets of
-the same source (``kind`` 0 unicast, 1 multicast to group ``dest``, 2/3 reduction kinds).
+A trace is a list of packets ``(cycle, src, dest, size, kind)`` or ``(cycle, src, dest,
+size, kind, chunk)``: from ``cycle`` on, the packet's flits are offered on ``i_port[src]``
+back to back, behind the earlier packets of the same source (``kind`` 0 unicast, 1
+multicast to group ``dest``, 2 REDUCE and 3 RESULT to group ``dest``; flit ``f`` of a
+reduction packet carries chunk ``chunk + f``, 0..255 in the model). A RESULT flit that a
+reduction unit sends is logged with ``seq`` = ``RESULT_TAG | group << 16 | chunk`` and
+``flit`` 0 (:mod:`fusionfabric.sim.fabric.kernel`).
 The same trace drives the RTL testbench (tb/model/), and both sides log every
 ``o_port`` handshake as ``(cycle, out, src, seq, flit)`` where ``seq`` numbers a source's
 packets from 0 in trace order and ``flit`` is the flit's index in its packet.
@@ -23,11 +27,18 @@ def _dense(packets, n, cycles):
     gsize = np.zeros((1, cycles, n), np.int64)
     gkind = np.zeros((1, cycles, n), np.int64)
     last = {}
-    for cyc, src, dest, size, kind in sorted(packets, key=lambda p: (p[1], p[0])):
+    for pk in sorted(packets, key=lambda p: (p[1], p[0])):
+        cyc, src, dest, size, kind = pk[:5]
         c = max(int(cyc), last.get(src, -1) + 1)   # same-cycle packets: next cycles
         if c >= cycles:
             raise ValueError(f"packet at cycle {cyc} from {src} does not fit in {cycles}")
         last[src] = c
+        if kind >= 2 and len(pk) > 5:       # a reduction packet's first chunk
+            chunk = int(pk[5])
+            if not (0 <= chunk and chunk + size <= 256):
+                raise ValueError(f"chunks {chunk}..{chunk + size - 1} of a packet from "
+                                 f"{src} are outside 0..255 (the model's chunk field)")
+            dest = int(dest) | chunk << 8
         gdest[0, c, src], gsize[0, c, src], gkind[0, c, src] = dest, size, kind
     return gdest, gsize, gkind
 

@@ -59,7 +59,12 @@ crosspoint in the ``q_*`` arrays, an arbiter per output) and ``_pl_point``
 (:class:`PState`) the pipelined VOQ switch (rtl/switch/pipelined.py: two-entry input
 stage, VOQs with write, schedule and read counts, one iSLIP round split into a grant and
 an accept stage of two alternating sub-schedulers). Both follow their RTL register for
-register (docs/model.md); one switch only, admission ``fifo``.
+register (docs/model.md); one switch only, admission ``fifo``. The VOQ switch with
+reduction units (rtl/switch/voq_switch.py with ``reduce=True``) is ``_rd_point``
+(:class:`RState`): the same VOQ rules over a ``2n x 2n`` crossbar whose rows and columns
+``n + u`` are unit ``u``'s results and contributions, and the units themselves
+(rtl/reduce/unit.py: ingest register, open-chunk table, ready FIFO, streamer, pipeline,
+result FIFO), in the RTL's cycles.
 
 In a Clos, a port that faces another switch has no source queue: in step 2 its receive
 FIFO takes the flits the upstream switch's output stage put on the link ``L2`` cycles
@@ -77,7 +82,8 @@ import numpy as np
 
 __all__ = ["run_chunk", "run_chunk_parallel", "run_clos_chunk", "run_clos_chunk_parallel",
            "run_xp_chunk", "run_xp_chunk_parallel", "run_pl_chunk", "run_pl_chunk_parallel",
-           "P", "S", "INFO", "pack_info", "Groups", "Traffic", "State", "XState", "PState",
+           "run_rd_chunk", "run_rd_chunk_parallel", "P", "S", "INFO", "pack_info", "Groups",
+           "Traffic", "State", "XState", "PState", "RState", "RESULT_TAG", "CHUNK_SHIFT",
            "Log", "Net", "ecmp_hash", "SRC_SHIFT", "SRC_MASK"]
 
 # integer parameters, packed in one int64 array (index names)
@@ -1632,6 +1638,521 @@ def _pl_kernel_threads(p, groups, traffic, state, ps, log):
     return 0
 
 
+#: The reduction units of the ``reduce=True`` VOQ switch (``switch.reduce = true``,
+#: :func:`run_rd_chunk`), leading axis batch. The crossbar is ``2n x 2n``: rows and columns
+#: ``n + u`` are unit ``u``'s result output and contribution input, in the ``State`` arrays
+#: (sized ``2n`` along their row and column axes: VOQs, ``done``, output buffers, credits,
+#: locks, iSLIP pointers). Static: ``gmode[g]`` (0 ALLREDUCE, 1 REDUCE) and ``groot[g]`` of
+#: each group. Per unit ``u``: the ingest register ``s1_v``/``s1_info``/``s1_src``; the
+#: open-chunk table ``sl_state[b, u, j]`` (0 free, 1 open, 2 complete), ``sl_group``,
+#: ``sl_chunk``, ``sl_arr[b, u, j, port]`` (contributed), ``sl_cnt``, ``sl_k`` (members);
+#: the ready FIFO of complete slots ``rf_buf``/``rf_head``/``rf_cnt``; the streamer
+#: ``sa`` (active), ``sslot``, ``srank``, ``sk``; the pipeline after the streamer as a ring
+#: over the unit's advancing cycles (``acnt``): ``pr_v[b, u, a % R]``, ``pr_info`` is the
+#: result flit in ``o_result`` when ``acnt == a`` (``R`` = pipeline length + 1); the result
+#: FIFO of ``RESULT_FIFO_DEPTH`` = 4 flits ``rq_info``/``rq_head``/``rq_cnt``; the counters
+#: ``ust[b, u, k]`` in the order of ``o_unit_stats`` (contributions, results, duplicate,
+#: nonmember, invalid, full_cycles, result_drops).
+RState = namedtuple("RState", (
+    "gmode", "groot", "s1_v", "s1_info", "s1_src", "sl_state", "sl_group", "sl_chunk",
+    "sl_arr", "sl_cnt", "sl_k", "rf_buf", "rf_head", "rf_cnt", "sa", "sslot", "srank", "sk",
+    "pr_v", "pr_info", "acnt", "rq_info", "rq_head", "rq_cnt", "ust"))
+
+#: A result flit's sequence field in the departure log: this bit, the group in bits
+#: 16..23 and the chunk in bits 0..15 (a result is no packet of a source).
+RESULT_TAG = 1 << 31
+#: A REDUCE or RESULT flit's chunk rides in bits 56..63 of the info word (the model
+#: carries chunks 0..255; traffic encodes it as ``dest | chunk << 8``).
+CHUNK_SHIFT = 56
+
+
+def _rd_point(b, p, groups, traffic, state, rs, log):
+    """Cycles ``T0 .. T0 + C - 1`` of batch point ``b``: one VOQ switch with ``reduce=True``
+    (rtl/switch/voq_switch.py with rtl/switch/ingress.py, output.py and rtl/reduce/unit.py):
+    the ``2n x 2n`` crossbar, iSLIP over ``2n`` rows and columns, and per port a reduction
+    unit behind column ``n + u`` whose results enter row ``n + u`` through a FIFO of 4.
+    Source queues, links and the port outputs as in :func:`_cycles`; every decision reads
+    the registers at the start of the cycle, every write takes effect in the next.
+
+    A REDUCE flit from a port goes to unit ``chunk mod n``; a RESULT flit from a port is
+    dropped (``drop_kind``). A unit takes a contribution into its ingest register when the
+    register is empty or its flit is done this cycle (invalid group, not a member,
+    duplicate, a contribution to an open chunk, or the opening of a free slot; with every
+    slot busy it waits and ``full_cycles`` counts). A chunk complete goes into the ready
+    FIFO (visible a cycle later); the streamer reads a chunk's ``k`` contributions one per
+    advancing cycle and frees its slot after the last; the result is in ``o_result``
+    ``3 + 5 depth`` advancing cycles after the last read (``depth = ceil(log2 n)``). The
+    unit advances when ``o_result`` is empty or the result FIFO has room (4 entries, its
+    level at the start of the cycle). The result row replicates a result one copy per cycle,
+    lowest member first (ALLREDUCE: the group's members; REDUCE: its root, dropped and
+    counted in ``result_drops`` when the root is no port)."""
+    N = p[0]
+    CAP = p[2]
+    ITERS = p[3]
+    OUT_DEPTH = p[4]
+    L = p[5]
+    FRAME = p[6]
+    K = p[7]
+    SQ = p[8]
+    H = p[9]
+    W0 = p[10]
+    W1 = p[11]
+    LOG = p[12]
+    T0 = p[13]
+    C = p[14]
+    USE_READY = p[15]
+    G = p[16]
+    LP = L + 1
+    CR = L + 2
+    ER = 2 * L + 2
+    N2 = 2 * N
+    RQD = 4                             # RESULT_FIFO_DEPTH
+
+    (q_gen, q_info, q_head, q_cnt, _ne, done, _hdone, ob_gen, ob_info, ob_src, ob_head,
+     ob_cnt, credit, lock, gptr, aptr, sq_dest, sq_size, sq_kind, sq_gen, sq_seq, sq_head,
+     sq_cnt, sq_flit, seq_next, _svs, _svg, _svq, _svh, _svc, _svn, _svp, _svu, _svf, _sc,
+     _scr, lp_valid, lp_gen, lp_info, tcred, cr_ret, rx_gen, rx_info, rx_head, rx_cnt,
+     ecred, ecr_ret, st, hist, latmax) = state
+    (gmode, groot, s1_v, s1_info, s1_src, sl_state, sl_group, sl_chunk, sl_arr, sl_cnt, sl_k,
+     rf_buf, rf_head, rf_cnt, sa, sslot, srank, sk, pr_v, pr_info, acnt, rq_info, rq_head,
+     rq_cnt, ust) = rs
+    g_members, g_gvalid, g_slots = groups
+    tr_gdest, tr_gsize, tr_gkind, tr_ready = traffic
+    lg_t, lg_o, lg_src, lg_info, lg_b, lg_n = log
+    logcap = lg_t.shape[0]
+    NCH = sl_state.shape[2]
+    R = pr_v.shape[2]
+    PL = R - 1
+    cred_inc = np.zeros(N2, np.int64)
+    matched_in = np.empty(N2, np.int64)
+    matched_out = np.empty(N2, np.int64)
+    grant = np.empty(N2, np.int64)
+    best = np.empty(N2, np.int64)
+    bestd = np.empty(N2, np.int64)
+    popped = np.empty(N2, np.int64)
+    rq_push = np.empty(N, np.int64)     # the result each unit hands to its FIFO (-1: none)
+    rq_push_v = np.zeros(N, np.bool_)
+    for c in range(C):
+        t = T0 + c
+        in_window = (t >= W0) and (t < W1)
+        framing = FRAME > 0 and (t % FRAME) == FRAME - 1
+        r_slot = t % g_slots.shape[1]
+
+        # ---- 1. traffic ------------------------------------------------------------
+        for i in range(N):
+            sz = tr_gsize[b, c, i]
+            if sz <= 0:
+                continue
+            d = tr_gdest[b, c, i]
+            kd = tr_gkind[b, c, i]
+            copies = 1
+            if kd == 1:
+                copies = 0
+                if d < G and g_gvalid[d]:
+                    for o in range(N):
+                        if g_members[d, o]:
+                            copies += 1
+            if in_window:
+                st[b, i, 7] += sz
+                st[b, i, 8] += 1
+                st[b, i, 14] += copies
+            if sq_cnt[b, i] >= SQ:
+                st[b, i, 10] += 1
+                st[b, i, 11] += sz
+                continue
+            slot = sq_head[b, i] + sq_cnt[b, i]
+            if slot >= SQ:
+                slot -= SQ
+            sq_dest[b, i, slot] = d
+            sq_size[b, i, slot] = sz
+            sq_kind[b, i, slot] = kd
+            sq_gen[b, i, slot] = t
+            sq_seq[b, i, slot] = seq_next[b, i]
+            seq_next[b, i] += 1
+            sq_cnt[b, i] += 1
+
+        # ---- 2. link, sender side --------------------------------------------------
+        r_cr = t % CR
+        s_send = (t + L) % LP
+        s_arr = t % LP
+        r_er = t % ER
+        r_er_ret = (t + 2 * L + 1) % ER
+        r_cr_ret = (t + L + 1) % CR
+        for i in range(N):
+            tcred[b, i] += cr_ret[b, i, r_cr]
+            cr_ret[b, i, r_cr] = 0
+            if (sq_cnt[b, i] > 0 and tcred[b, i] > 0 and not framing
+                    and g_slots[i, r_slot]):
+                h = sq_head[b, i]
+                fl = sq_flit[b, i]
+                sz = sq_size[b, i, h]
+                kd = sq_kind[b, i, h]
+                first = 1 if fl == 0 else 0
+                last = 1 if fl == sz - 1 else 0
+                dd = sq_dest[b, i, h]
+                info = ((sq_seq[b, i, h] & 0xFFFFFFFF) | ((fl & 0xFFF) << 32)
+                        | (first << 44) | (last << 45) | ((kd & 3) << 46)
+                        | ((dd & 0xFF) << 48))
+                if kd >= 2:                 # flit f of a reduction packet: chunk + f
+                    info |= (((dd >> 8) + fl) & 0xFF) << CHUNK_SHIFT
+                lp_valid[b, i, s_send] = True
+                lp_gen[b, i, s_send] = sq_gen[b, i, h]
+                lp_info[b, i, s_send] = info
+                tcred[b, i] -= 1
+                if in_window:
+                    st[b, i, 15] += 1
+                if last == 1:
+                    sq_flit[b, i] = 0
+                    sq_head[b, i] = h + 1 if h + 1 < SQ else 0
+                    sq_cnt[b, i] -= 1
+                else:
+                    sq_flit[b, i] = fl + 1
+            if lp_valid[b, i, s_arr]:
+                lp_valid[b, i, s_arr] = False
+                w = rx_head[b, i] + rx_cnt[b, i]
+                if w >= K:
+                    w -= K
+                rx_gen[b, i, w] = lp_gen[b, i, s_arr]
+                rx_info[b, i, w] = lp_info[b, i, s_arr]
+                rx_cnt[b, i] += 1
+
+        # ---- 3. port outputs (the output buffer's head, o_port) ---------------------
+        for o in range(N):
+            cred_inc[o] = 0
+            ecred[b, o] += ecr_ret[b, o, r_er]
+            ecr_ret[b, o, r_er] = 0
+            if ob_cnt[b, o] == 0:
+                continue
+            rdy = ecred[b, o] > 0 and not framing and g_slots[o, r_slot]
+            if USE_READY and not tr_ready[b, c, o]:
+                rdy = False
+            if not rdy:
+                st[b, o, 3] += 1
+                continue
+            h = ob_head[b, o]
+            gen = ob_gen[b, o, h]
+            info = ob_info[b, o, h]
+            src = ob_src[b, o, h]
+            ob_head[b, o] = h + 1 if h + 1 < OUT_DEPTH else 0
+            ob_cnt[b, o] -= 1
+            cred_inc[o] = 1
+            st[b, o, 1] += 1
+            ecred[b, o] -= 1
+            ecr_ret[b, o, r_er_ret] += 1
+            td = t + L
+            if td >= W0 and td < W1:
+                st[b, o, 9] += 1
+            if (info >> 45) & 1 and gen >= W0 and gen < W1:
+                lat = td - gen
+                st[b, o, 12] += lat
+                st[b, o, 13] += 1
+                hist[b, min(lat, H - 1)] += 1
+                if lat > latmax[b]:
+                    latmax[b] = lat
+            if LOG:
+                k = lg_n[0]
+                if k < logcap:
+                    lg_t[k] = t
+                    lg_o[k] = o
+                    lg_src[k] = src
+                    lg_info[k] = info
+                    lg_b[k] = b
+                lg_n[0] = k + 1
+
+        # ---- 3b. the units: ingest register, open-chunk table, streamer, pipeline -----
+        for u in range(N):
+            col = N + u
+            cred_inc[col] = 0
+            rf0 = rf_cnt[b, u]                  # the ready FIFO's level at the start
+            fin = True                          # the ingest register's flit is done
+            if s1_v[b, u]:
+                info = s1_info[b, u]
+                g = (info >> 48) & 0xFF
+                ch = (info >> CHUNK_SHIFT) & 0xFF
+                src = s1_src[b, u]
+                if not (g < G and g_gvalid[g]):
+                    ust[b, u, 4] += 1
+                elif not g_members[g, src]:
+                    ust[b, u, 3] += 1
+                else:
+                    k_members = 0
+                    for o in range(N):
+                        if g_members[g, o]:
+                            k_members += 1
+                    hit = -1
+                    free = -1
+                    for j in range(NCH):
+                        s_ = sl_state[b, u, j]
+                        if s_ != 0:
+                            if hit < 0 and sl_group[b, u, j] == g and sl_chunk[b, u, j] == ch:
+                                hit = j
+                        elif free < 0:
+                            free = j
+                    newly = -1
+                    if hit >= 0:
+                        if sl_arr[b, u, hit, src]:
+                            ust[b, u, 2] += 1
+                        else:
+                            ust[b, u, 0] += 1
+                            sl_arr[b, u, hit, src] = True
+                            sl_cnt[b, u, hit] += 1
+                            if sl_cnt[b, u, hit] == sl_k[b, u, hit]:
+                                sl_state[b, u, hit] = 2
+                                newly = hit
+                    elif free >= 0:
+                        ust[b, u, 0] += 1
+                        for o in range(N):
+                            sl_arr[b, u, free, o] = False
+                        sl_arr[b, u, free, src] = True
+                        sl_group[b, u, free] = g
+                        sl_chunk[b, u, free] = ch
+                        sl_cnt[b, u, free] = 1
+                        sl_k[b, u, free] = k_members
+                        sl_state[b, u, free] = 2 if k_members == 1 else 1
+                        if k_members == 1:
+                            newly = free
+                    else:
+                        ust[b, u, 5] += 1
+                        fin = False
+                    if newly >= 0:
+                        w = rf_head[b, u] + rf_cnt[b, u]
+                        if w >= NCH:
+                            w -= NCH
+                        rf_buf[b, u, w] = newly
+                        rf_cnt[b, u] += 1
+            if fin:                             # i_contrib.ready: take the column's head
+                if ob_cnt[b, col] > 0:
+                    h = ob_head[b, col]
+                    s1_v[b, u] = True
+                    s1_info[b, u] = ob_info[b, col, h]
+                    s1_src[b, u] = ob_src[b, col, h]
+                    ob_head[b, col] = h + 1 if h + 1 < OUT_DEPTH else 0
+                    ob_cnt[b, col] -= 1
+                    cred_inc[col] = 1
+                else:
+                    s1_v[b, u] = False
+            # streamer and pipeline: advance when o_result is empty or the FIFO has room
+            a = acnt[b, u]
+            ra = a % R
+            ovalid = pr_v[b, u, ra]
+            rq_push_v[u] = False
+            if ovalid and rq_cnt[b, u] >= RQD:
+                continue
+            if ovalid:
+                rq_push_v[u] = True
+                rq_push[u] = pr_info[b, u, ra]
+                pr_v[b, u, ra] = False
+                ust[b, u, 1] += 1
+            active = sa[b, u]
+            issue_last = active and srank[b, u] == sk[b, u] - 1
+            if active:
+                srank[b, u] += 1
+                if issue_last:
+                    j = sslot[b, u]
+                    sa[b, u] = False
+                    sl_state[b, u, j] = 0
+                    g = sl_group[b, u, j]
+                    rp = (a + PL) % R
+                    pr_v[b, u, rp] = True
+                    pr_info[b, u, rp] = ((RESULT_TAG | (g << 16) | sl_chunk[b, u, j])
+                                         | (1 << 44) | (1 << 45) | (3 << 46) | (g << 48)
+                                         | (sl_chunk[b, u, j] << CHUNK_SHIFT))
+            if ((not active) or issue_last) and rf0 > 0:
+                h = rf_head[b, u]
+                j = rf_buf[b, u, h]
+                rf_head[b, u] = h + 1 if h + 1 < NCH else 0
+                rf_cnt[b, u] -= 1
+                sa[b, u] = True
+                srank[b, u] = 0
+                sslot[b, u] = j
+                sk[b, u] = sl_k[b, u, j]
+            acnt[b, u] = a + 1
+
+        # ---- 4. allocator: iSLIP over 2n rows and columns ---------------------------
+        for i in range(N2):
+            matched_in[i] = -1
+            matched_out[i] = -1
+            popped[i] = -1
+        for rnd in range(ITERS):
+            any_grant = False
+            for o in range(N2):
+                grant[o] = -1
+                if matched_out[o] >= 0 or credit[b, o] <= 0:
+                    continue
+                lk = lock[b, o]
+                if lk >= 0:
+                    if q_cnt[b, lk, o] > 0 and matched_in[lk] < 0:
+                        grant[o] = lk
+                        any_grant = True
+                    continue
+                g0 = gptr[b, o]
+                for k in range(N2):
+                    j = g0 + k
+                    if j >= N2:
+                        j -= N2
+                    if matched_in[j] < 0 and q_cnt[b, j, o] > 0:
+                        grant[o] = j
+                        any_grant = True
+                        break
+            if not any_grant:
+                break
+            for i in range(N2):
+                best[i] = -1
+                bestd[i] = N2
+            for o in range(N2):
+                i = grant[o]
+                if i >= 0:
+                    d = o - aptr[b, i]
+                    if d < 0:
+                        d += N2
+                    if d < bestd[i]:
+                        bestd[i] = d
+                        best[i] = o
+            for i in range(N2):
+                o = best[i]
+                if o >= 0:
+                    matched_in[i] = o
+                    matched_out[o] = i
+                    if rnd == 0:
+                        aptr[b, i] = o + 1 if o + 1 < N2 else 0
+                        gptr[b, o] = i + 1 if i + 1 < N2 else 0
+        for i in range(N2):
+            o = matched_in[i]
+            if o < 0:
+                continue
+            h = q_head[b, i, o]
+            info = q_info[b, i, o, h]
+            w = ob_head[b, o] + ob_cnt[b, o]
+            if w >= OUT_DEPTH:
+                w -= OUT_DEPTH
+            ob_gen[b, o, w] = q_gen[b, i, o, h]
+            ob_info[b, o, w] = info
+            ob_src[b, o, w] = i if i < N else i - N     # a result's src is its unit
+            ob_cnt[b, o] += 1
+            credit[b, o] -= 1
+            if ((info >> 46) & 3) == 0:
+                lock[b, o] = -1 if (info >> 45) & 1 else i
+            q_head[b, i, o] = h + 1 if h + 1 < CAP else 0
+            q_cnt[b, i, o] -= 1
+            popped[i] = o
+
+        # ---- 5. ingress: port rows from the links, unit rows from the result FIFOs ---
+        for r in range(N2):
+            if r < N:
+                if rx_cnt[b, r] == 0:
+                    continue
+                h = rx_head[b, r]
+                info = rx_info[b, r, h]
+                gen = rx_gen[b, r, h]
+            else:
+                u = r - N
+                if rq_cnt[b, u] == 0:
+                    continue
+                h = rq_head[b, u]
+                info = rq_info[b, u, h]
+                gen = -1
+            kd = (info >> 46) & 3
+            d = (info >> 48) & 0xFF
+            drop = 0                            # bit 0 dest, 1 group, 2 kind
+            target = -1
+            lastcopy = True
+            if r >= N:                          # a result: members, or the root
+                if gmode[d] == 0:
+                    for o in range(N):
+                        if g_members[d, o] and not done[b, r, o]:
+                            if target < 0:
+                                target = o
+                            else:
+                                lastcopy = False
+                                break
+                    if target < 0:
+                        drop = 1
+                elif groot[d] < N:
+                    target = groot[d]
+                else:
+                    drop = 1
+            elif kd == 0:
+                if d < N:
+                    target = d
+                else:
+                    drop = 1
+            elif kd == 1:
+                if d < G and g_gvalid[d]:
+                    for o in range(N):
+                        if g_members[d, o] and not done[b, r, o]:
+                            if target < 0:
+                                target = o
+                            else:
+                                lastcopy = False
+                                break
+                if target < 0:
+                    drop = 2
+            elif kd == 2:
+                target = N + ((info >> CHUNK_SHIFT) & 0xFF) % N
+            else:
+                drop = 4
+            rdy = drop != 0
+            if drop == 0:
+                cnt0 = q_cnt[b, r, target] + (1 if popped[r] == target else 0)
+                if cnt0 < CAP:
+                    w = q_head[b, r, target] + q_cnt[b, r, target]
+                    if w >= CAP:
+                        w -= CAP
+                    q_gen[b, r, target, w] = gen
+                    q_info[b, r, target, w] = info
+                    q_cnt[b, r, target] += 1
+                    if lastcopy:
+                        rdy = True
+                        for o in range(N):
+                            done[b, r, o] = False
+                    else:
+                        done[b, r, target] = True
+            if r < N:
+                if rdy:
+                    if drop == 0:
+                        st[b, r, 0] += 1
+                    st[b, r, 4] += drop & 1
+                    st[b, r, 5] += (drop >> 1) & 1
+                    st[b, r, 6] += (drop >> 2) & 1
+                    rx_head[b, r] = h + 1 if h + 1 < K else 0
+                    cr_ret[b, r, r_cr_ret] += 1
+                    rx_cnt[b, r] -= 1
+                else:
+                    st[b, r, 2] += 1
+            elif rdy:
+                u = r - N
+                if drop != 0:
+                    ust[b, u, 6] += 1
+                rq_head[b, u] = h + 1 if h + 1 < RQD else 0
+                rq_cnt[b, u] -= 1
+
+        # ---- 5b. the results the units handed over enter their FIFOs ----------------
+        for u in range(N):
+            if rq_push_v[u]:
+                w = rq_head[b, u] + rq_cnt[b, u]
+                if w >= RQD:
+                    w -= RQD
+                rq_info[b, u, w] = rq_push[u]
+                rq_cnt[b, u] += 1
+
+        # ---- 6. credits ----------------------------------------------------------------
+        for o in range(N2):
+            credit[b, o] += cred_inc[o]
+    return 0
+
+
+def _rd_kernel(p, groups, traffic, state, rs, log):
+    for b in range(traffic.gdest.shape[0]):
+        _rd_point(b, p, groups, traffic, state, rs, log)
+    return 0
+
+
+def _rd_kernel_threads(p, groups, traffic, state, rs, log):
+    for b in numba.prange(traffic.gdest.shape[0]):
+        _rd_point(b, p, groups, traffic, state, rs, log)
+    return 0
+
+
 _jit = dict(cache=True, nogil=True, error_model="numpy")
 ecmp_hash = numba.njit(**_jit)(ecmp_hash)
 _route = numba.njit(**_jit)(_route)
@@ -1698,3 +2219,18 @@ def run_pl_chunk_parallel(p, groups, traffic, state, pstate, log):
     if _pl_threads is None:
         _pl_threads = numba.njit(parallel=True, **_jit)(_pl_kernel_threads)
     return _pl_threads(p, groups, traffic, state, pstate, log)
+
+
+_rd_point = numba.njit(**_jit)(_rd_point)
+#: ``run_rd_chunk(p, groups, traffic, state, rstate, log)``: the VOQ switch with reduction
+#: units (:class:`RState`), ``p[P["C"]]`` cycles of every batch point.
+run_rd_chunk = numba.njit(**_jit)(_rd_kernel)
+_rd_threads = None
+
+
+def run_rd_chunk_parallel(p, groups, traffic, state, rstate, log):
+    """:func:`run_rd_chunk` with the batch points on threads (compiled on first use)."""
+    global _rd_threads
+    if _rd_threads is None:
+        _rd_threads = numba.njit(parallel=True, **_jit)(_rd_kernel_threads)
+    return _rd_threads(p, groups, traffic, state, rstate, log)
