@@ -69,7 +69,7 @@ class SwitchParams:
     pipeline: bool = _f(False, "the pipelined VOQ switch (the RTL's pipeline=True: "
                                "registered stages, one iSLIP round split over two cycles, "
                                "12-cycle latency; needs mode=voq, iterations 0 or 1; line "
-                               "rate needs out_depth >= 11)")
+                               "rate needs out_depth >= 10)")
     out_depth: int = _f(4, "output buffer slots = credits per output (>= 2 for line rate)",
                         lo=1)
     n_groups: int = _f(16, "group-table entries (multicast groups)", lo=1, hi=256)
