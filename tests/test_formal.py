@@ -37,6 +37,10 @@ FAST = [
     ("credits", "double-return", "FAIL", "conservation"),
     # the link reset forgets a counter: only the proof across the link reset catches it
     ("credits", "lr-sent", "FAIL", ("conservation", "life_starts_at_zero")),
+    # the data link's sender alone, unbounded; the walk before a link reset that does not
+    # count what it frees: only a harness that reaches a link reset catches it
+    ("dl-lives", None, "PASS", None),
+    ("dl-lives", "lr-discard", "FAIL", "taken_is_acked_buffered_or_discarded"),
 ]
 SOAK = [
     # which of the properties the solver's counterexample breaks first depends on the
@@ -58,6 +62,12 @@ SOAK = [
     ("dl-pair", None, "PASS", None),
     ("dl-pair", "window", "FAIL", "fill_only_into_free_entry"),
     ("dl-pair", "rx-dup", "FAIL", ("delivered_only_what_was_sent", "flit_i_", "flit_j_")),
+    ("dl-lives", "window", "FAIL", "fill_only_into_free_entry"),
+    ("dl-lives", "lr-fill", "FAIL",
+     ("life_starts_at_zero", "taken_is_acked_buffered_or_discarded")),
+    ("dl-reset", None, "PASS", None),
+    ("dl-reset", "rx-stale", "FAIL", "nothing_of_a_doomed_life_"),
+    ("dl-reset", "lr-discard", "FAIL", "taken_is_acked_buffered_or_discarded"),
 ]
 
 
@@ -152,8 +162,8 @@ def test_cli_missing_solver(monkeypatch, capsys):
 def test_cli_list(capsys):
     assert main(["formal", "--list"]) == 0
     out = capsys.readouterr().out
-    for name in ("trivial", "islip", "credits", "pcs-lock", "reduce", "dl-pair", "switch",
-                 "switch-alloc"):
+    for name in ("trivial", "islip", "credits", "pcs-lock", "reduce", "dl-pair", "dl-reset",
+                 "dl-lives", "switch", "switch-alloc"):
         assert name in out
 
 
@@ -164,3 +174,61 @@ def test_cli_planted_prints_fail_and_trace(capsys, monkeypatch, tmp_path):
     out = capsys.readouterr().out.strip()
     assert out.startswith("FAIL trivial") and ".vcd" in out
     assert (tmp_path / "formal" / "trivial-false" / "trivial.vcd").exists()
+
+
+def _flit_finished_after_link_drop(drop_state):
+    """Simulate a DataLinkTx: link up, bring-up flits; the link drops (``i_link_up`` low)
+    at the first slot of a flit sent in ``drop_state`` ("INIT": its first bring-up;
+    "ACTIVE": after the peer's bring-up flit took it ACTIVE). The flit in progress is
+    finished; return the header of its trailer."""
+    from amaranth.sim import Simulator
+    from fusionfabric.formats import chiplet as F
+    from fusionfabric.rtl.chiplet import DataLinkTx
+
+    dut = DataLinkTx(F.ChipletParams(tl_per_dl=1, replay_depth=2, rx_credits=1))
+    words = []
+
+    async def bench(ctx):
+        ctx.set(dut.o_phy.ready, 1)
+        ctx.set(dut.i_link_up, 1)
+        if drop_state == "ACTIVE":
+            await ctx.tick().repeat(3)
+            ctx.set(dut.i_rx_hdr.as_value(), F.DL_HEADER.pack(init=1, init_seen=1, fresh=1,
+                                                              credit0=1, credit1=1))
+            ctx.set(dut.i_rx_good, 1)
+            await ctx.tick()
+            ctx.set(dut.i_rx_good, 0)
+            assert ctx.get(dut.o_state) == int(F.LinkState.ACTIVE)
+        dropped = False
+        for _ in range(40):
+            await ctx.tick()
+            if ctx.get(dut.o_phy.valid):
+                w = F.PHY_WORD.unpack(ctx.get(dut.o_phy.payload.as_value()))
+                if w["first"] and not dropped:
+                    words.clear()
+                    ctx.set(dut.i_link_up, 0)      # the PHY loses lock mid-flit
+                    dropped = True
+                if dropped:
+                    words.append(w)
+            if dropped and len(words) == 5:
+                return
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(words) == 5 and words[0]["first"]
+    return F.DL_HEADER.unpack(words[4]["data"] & ((1 << F.DL_HEADER.width) - 1))
+
+
+@pytest.mark.parametrize("drop_state", ["INIT", "ACTIVE"])
+def test_flit_finished_after_link_drop_is_a_bring_up_flit(drop_state):
+    # A flit in progress when the link drops is finished in DOWN. It must go out as a
+    # bring-up flit without init_seen (as one finished in FAILED does): as a normal flit
+    # (init 0, fresh 0) a peer took it for an active link and set peer_active; the DL's
+    # next fresh bring-up flit then looked like a peer reset to that peer (a link reset
+    # and its replay buffer discarded, with no reset anywhere: dl-reset, link_reset_only_
+    # after_peer_reset at step 19 with the DOWN flit planted back).
+    h = _flit_finished_after_link_drop(drop_state)
+    assert h["init"] == 1 and h["init_seen"] == 0, h
+    assert h["fresh"] == (drop_state == "INIT"), h

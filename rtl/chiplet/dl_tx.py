@@ -273,10 +273,10 @@ class DataLinkTx(wiring.Component):
         hdr = Signal(DL_HEADER.layout())
         seen = Signal()
         fresh = Signal(init=1)        # not ACTIVE since reset, the last link reset or refresh
-        # a flit finished after entering FAILED goes out as a bring-up flit without
-        # init_seen (``seen`` is cleared there), so a peer in bring-up never takes it for
-        # an active link
-        is_init = (state == LINK_INIT) | (state == LINK_FAILED)
+        # a flit finished after entering FAILED, or after the link went DOWN, goes out as a
+        # bring-up flit without init_seen (``seen`` is cleared there), so a peer never
+        # takes it for an active link (nor for one past its first bring-up while fresh)
+        is_init = state != LINK_ACTIVE
         m.d.comb += [
             hdr.seq.eq(cur_seq), hdr.data.eq(cur_data), hdr.n_tl.eq(cur_ntl),
             hdr.vc.eq(cur_vcb), hdr.ack.eq(self.i_rx_expected), hdr.nak.eq(self.i_rx_nak),
