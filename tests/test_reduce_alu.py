@@ -113,11 +113,9 @@ def lane_expected(a, b, dtype, op, native):
     return a if op == OP_BYPASS else R.combine(a, b, dtype, op)
 
 
-@pytest.mark.parametrize("dtype", list(Dtype), ids=lambda d: d.name)
-def test_lane_alu_all_ops(dtype):
-    """Every op (and BYPASS) and native on/off, switched cycle by cycle."""
-    rng = np.random.default_rng(int(dtype) + 20)
-    n = 1200
+def check_lane(make, dtype, rng, n, name):
+    """``n`` random steps of a LaneAlu from ``make``: every op (and BYPASS) and native
+    on/off, switched cycle by cycle, against :func:`lane_expected`."""
     if dtype in NARROW:
         a = R.widen(R.random_bits(rng, dtype, n, 0.2), dtype)
         b = R.widen(R.random_bits(rng, dtype, n, 0.2), dtype)
@@ -125,13 +123,20 @@ def test_lane_alu_all_ops(dtype):
         a, b = (R.random_bits(rng, dtype, n, 0.2) for _ in range(2))
     ops = rng.integers(0, 4, n)
     nat = rng.integers(0, 2, n)
-    got = run_pipelined(LaneAlu, LaneAlu.LATENCY, {"a": 32, "b": 32, "op": 2, "native": 1},
+    got = run_pipelined(make, LaneAlu.LATENCY, {"a": 32, "b": 32, "op": 2, "native": 1},
                         {"y": 32}, {"a": a.tolist(), "b": b.tolist(), "op": ops.tolist(),
                                     "native": nat.tolist()},
                         consts={"dtype": int(dtype)}, n=4)["y"]
     want = np.array([int(lane_expected(a[i:i + 1], b[i:i + 1], dtype, int(ops[i]),
                                        bool(nat[i]))[0]) for i in range(n)], np.uint64)
-    check(f"lane {dtype.name}", a, b, got, want)
+    check(name, a, b, got, want)
+
+
+@pytest.mark.parametrize("dtype", list(Dtype), ids=lambda d: d.name)
+def test_lane_alu_all_ops(dtype):
+    """Every op (and BYPASS) and native on/off, switched cycle by cycle."""
+    check_lane(LaneAlu, dtype, np.random.default_rng(int(dtype) + 20), 1200,
+               f"lane {dtype.name}")
 
 
 @pytest.mark.parametrize("data_width", [32, 64])

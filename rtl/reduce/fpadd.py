@@ -1,4 +1,4 @@
-"""IEEE 754 binary32 adder, four pipeline stages, round to nearest even."""
+"""IEEE 754 binary32 adder, four to six pipeline stages, round to nearest even."""
 
 from __future__ import annotations
 
@@ -25,7 +25,15 @@ class Fp32Add(wiring.Component):
     Stages: (1) unpack, order by magnitude, exponent difference; (2) align the smaller
     significand with guard, round and sticky bits, add or subtract; (3) normalize with a
     leading-zero count, limited so that results below the normal range stay subnormal;
-    (4) round, detect overflow, pack.
+    (4) round, detect overflow, pack. ``stages=5`` splits stage 2: (2a) the aligned
+    smaller significand with its sticky bit is registered, (2b) add or subtract.
+    ``stages=6`` also splits stage 3: (3a) the leading-zero count is registered, (3b) the
+    shift amount is limited and the sum shifted.
+
+    Parameters
+    ----------
+    stages : int, optional
+        4 (default), 5 or 6 pipeline stages; the result is the same bit for bit.
 
     Members
     -------
@@ -38,14 +46,31 @@ class Fp32Add(wiring.Component):
 
     Timing
     ------
-    Latency :attr:`LATENCY` = 4 enabled cycles, one result per enabled cycle. No reset
-    needed (pure data pipeline); ``y`` is undefined until the first operands have passed.
+    Latency :attr:`LATENCY` = 4 enabled cycles (``stages``), one result per enabled
+    cycle. No reset needed (pure data pipeline); ``y`` is undefined until the first
+    operands have passed.
     """
 
     LATENCY = 4
+    STAGES = (4, 5, 6)
 
-    def __init__(self):
+    @classmethod
+    def check_stages(cls, stages):
+        if isinstance(stages, bool) or stages not in cls.STAGES:
+            raise ValueError(f"add_stages={stages!r} must be 4, 5 or 6")
+        return stages
+
+    def __init__(self, stages=LATENCY):
+        self.stages = self.check_stages(stages)
+        self.latency = stages
         super().__init__({"en": In(1), "a": In(32), "b": In(32), "y": Out(32)})
+
+    def _stage(self, m, prefix, **values):
+        """Registers (enabled by ``en``) of ``values``, named ``prefix_key``, in order."""
+        regs = [Signal.like(v, name=f"{prefix}_{k}") for k, v in values.items()]
+        with m.If(self.en):
+            m.d.sync += [r.eq(v) for r, v in zip(regs, values.values())]
+        return regs
 
     def elaborate(self, platform):
         m = Module()
@@ -86,6 +111,11 @@ class Fp32Add(wiring.Component):
         sticky = Signal()
         m.d.comb += sticky.eq((shifted << d)[:27] != my27)
         my_al = Cat(shifted[0] | sticky, shifted[1:])
+        if self.stages >= 5:
+            # stage 2a: register the aligned operands
+            my_al, mx27, s1_sx, s1_sy, s1_e, s1_nan, s1_inf = self._stage(
+                m, "s2a", my=my_al, mx=mx27, sx=s1_sx, sy=s1_sy, e=s1_e, nan=s1_nan,
+                inf=s1_inf)
         s2_sum = Signal(28)
         s2_sx, s2_zsign, s2_e, s2_nan, s2_inf = Signal(), Signal(), Signal(8), Signal(), Signal()
         with m.If(self.en):
@@ -100,6 +130,11 @@ class Fp32Add(wiring.Component):
         for i in range(27):
             with m.If(s2_sum[i]):
                 m.d.comb += lz.eq(26 - i)
+        if self.stages == 6:
+            # stage 3a: register the leading-zero count beside the sum
+            s2_sum, lz, s2_sx, s2_zsign, s2_e, s2_nan, s2_inf = self._stage(
+                m, "s3a", sum=s2_sum, lz=lz, sx=s2_sx, zsign=s2_zsign, e=s2_e, nan=s2_nan,
+                inf=s2_inf)
         sh = Signal(range(28))
         m.d.comb += sh.eq(Mux(lz > s2_e - 1, s2_e - 1, lz))
         s3_n, s3_e = Signal(27), Signal(9)

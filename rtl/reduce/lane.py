@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -28,6 +28,18 @@ class LaneAlu(wiring.Component):
     format) before it leaves the lane, so every tree step rounds like ml_dtypes native
     arithmetic. INT32/UINT32 are plain 32-bit words.
 
+    Parameters
+    ----------
+    dtypes : str or set of Dtype, optional
+        The dtype paths to build (:func:`~rtl.reduce.simd.parse_dtypes`, default all):
+        without a float dtype there is no fp32 adder, without fp16/bf16 no native
+        rounding of that format, without INT32/UINT32 no integer adder; the min/max
+        comparator keeps only the built orders. Another dtype code gives an undefined
+        result (the unit rejects it before it reaches a lane).
+    add_stages : int, optional
+        Pipeline stages of the fp32 adder, 4 (default), 5 or 6
+        (:class:`~rtl.reduce.fpadd.Fp32Add`); the lane's latency is ``add_stages + 1``.
+
     Members
     -------
     en : In(1)
@@ -46,12 +58,23 @@ class LaneAlu(wiring.Component):
     Timing
     ------
     Latency :attr:`LATENCY` = 5 enabled cycles (4 for :class:`~rtl.reduce.fpadd.Fp32Add`,
-    1 for the optional native rounding); one op per enabled cycle. No reset.
+    1 for the optional native rounding; ``add_stages + 1`` in general, :attr:`latency`);
+    one op per enabled cycle, for every ``dtypes``. No reset.
     """
 
     LATENCY = Fp32Add.LATENCY + 1
 
-    def __init__(self):
+    @staticmethod
+    def latency_of(add_stages: int = Fp32Add.LATENCY) -> int:
+        """The lane's latency with an ``add_stages``-stage adder (ValueError naming a bad
+        value)."""
+        return Fp32Add.check_stages(add_stages) + 1
+
+    def __init__(self, dtypes=None, add_stages=Fp32Add.LATENCY):
+        from .simd import parse_dtypes
+        self.dtypes = parse_dtypes(dtypes)
+        self.add_stages = Fp32Add.check_stages(add_stages)
+        self.latency = add_stages + 1
         super().__init__({"en": In(1), "a": In(32), "b": In(32), "op": In(2),
                           "dtype": In(3), "native": In(1), "y": Out(32)})
 
@@ -59,15 +82,26 @@ class LaneAlu(wiring.Component):
         m = Module()
         en = self.en
         a, b, op, dtype = self.a, self.b, self.op, self.dtype
-        m.submodules.add = add = Fp32Add()
-        m.d.comb += [add.en.eq(en), add.a.eq(a), add.b.eq(b)]
-        m.submodules.minmax = mm = MinMax32()
+        d = self.dtypes
+        floats = [dt for dt in (Dtype.FP32, Dtype.FP16, Dtype.BF16) if dt in d]
+        has_int = bool(d & {Dtype.INT32, Dtype.UINT32})
+        if floats:
+            m.submodules.add = add = Fp32Add(self.add_stages)
+            m.d.comb += [add.en.eq(en), add.a.eq(a), add.b.eq(b)]
+        m.submodules.minmax = mm = MinMax32(d)
         m.d.comb += [mm.a.eq(a), mm.b.eq(b), mm.max.eq(op == Op.MAX), mm.dtype.eq(dtype)]
-        is_float = (dtype == Dtype.FP32) | (dtype == Dtype.FP16) | (dtype == Dtype.BF16)
+        if not has_int:
+            is_float = Const(1, 1)
+        elif not floats:
+            is_float = Const(0, 1)
+        else:
+            is_float = dtype == floats[0]
+            for dt in floats[1:]:
+                is_float = is_float | (dtype == dt)
         other = Signal(32)          # every result but the float sum, ready in cycle 0
         with m.Switch(op):
             with m.Case(Op.SUM):
-                m.d.comb += other.eq((a + b)[:32])
+                m.d.comb += other.eq((a + b)[:32] if has_int else a)
             with m.Case(Op.MIN, Op.MAX):
                 m.d.comb += other.eq(mm.y)
             with m.Default():
@@ -75,21 +109,32 @@ class LaneAlu(wiring.Component):
         use_add = Signal()
         m.d.comb += use_add.eq(is_float & (op == Op.SUM))
         narrow_to = Signal(2)       # 0: none, 1: fp16, 2: bf16
-        m.d.comb += narrow_to.eq(Mux(self.native & (dtype == Dtype.FP16), 1,
-                                     Mux(self.native & (dtype == Dtype.BF16), 2, 0)))
-        # delay line for everything but the adder: Fp32Add.LATENCY stages
+        nar = 0
+        if Dtype.BF16 in d:
+            nar = Mux(self.native & (dtype == Dtype.BF16), 2, nar)
+        if Dtype.FP16 in d:
+            nar = Mux(self.native & (dtype == Dtype.FP16), 1, nar)
+        m.d.comb += narrow_to.eq(nar)
+        # delay line for everything but the adder: add_stages stages
         d_other, d_use, d_nar = other, use_add, narrow_to
-        for i in range(Fp32Add.LATENCY):
+        for i in range(self.add_stages):
             r_other, r_use, r_nar = Signal(32), Signal(), Signal(2)
             with m.If(en):
                 m.d.sync += [r_other.eq(d_other), r_use.eq(d_use), r_nar.eq(d_nar)]
             d_other, d_use, d_nar = r_other, r_use, r_nar
         sel = Signal(32)
-        m.d.comb += sel.eq(Mux(d_use, add.y, d_other))
+        m.d.comb += sel.eq(Mux(d_use, add.y, d_other) if floats else d_other)
         # native rounding stage: round to the narrow format, kept in fp32
-        m.submodules.round_fp16 = r16 = RoundNarrow(Dtype.FP16)
-        m.submodules.round_bf16 = rbf = RoundNarrow(Dtype.BF16)
-        m.d.comb += [r16.a.eq(sel), rbf.a.eq(sel)]
+        out = sel
+        rounders = []
+        for dt, code in ((Dtype.FP16, 1), (Dtype.BF16, 2)):
+            if dt in d:
+                r = m.submodules[f"round_{dt.name.lower()}"] = RoundNarrow(dt)
+                rounders.append((r, code))
+        if rounders:
+            m.d.comb += [r.a.eq(sel) for r, _ in rounders]
+        for r, code in reversed(rounders):
+            out = Mux(d_nar == code, r.y, out)
         with m.If(en):
-            m.d.sync += self.y.eq(Mux(d_nar == 1, r16.y, Mux(d_nar == 2, rbf.y, sel)))
+            m.d.sync += self.y.eq(out)
         return m

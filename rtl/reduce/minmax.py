@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -84,6 +84,12 @@ class MinMax32(wiring.Component):
 
     Same rules as :class:`MinMax` (``-0 < +0``, NaN → canonical fp32 quiet NaN).
 
+    Parameters
+    ----------
+    dtypes : str or set of Dtype, optional
+        The orders to build (:func:`~rtl.reduce.simd.parse_dtypes`, default all); another
+        dtype code gives an undefined result.
+
     Members
     -------
     a, b : In(32)
@@ -97,18 +103,35 @@ class MinMax32(wiring.Component):
     Combinational, no state.
     """
 
-    def __init__(self):
+    def __init__(self, dtypes=None):
+        from .simd import parse_dtypes
+        self.dtypes = parse_dtypes(dtypes)
         super().__init__({"a": In(32), "b": In(32), "max": In(1), "dtype": In(3),
                           "y": Out(32)})
 
     def elaborate(self, platform):
         m = Module()
         a, b, dt = self.a, self.b, self.dtype
-        is_float = (dt != Dtype.INT32) & (dt != Dtype.UINT32)
+        d = self.dtypes
+        floats = bool(d & {Dtype.FP32, Dtype.FP16, Dtype.BF16})
+        ints = [x for x in (Dtype.INT32, Dtype.UINT32) if x in d]
+        if floats and ints:
+            is_float = (dt != Dtype.INT32) & (dt != Dtype.UINT32)
+        else:
+            is_float = Const(int(floats), 1)
 
         def key(v):
-            return Mux(is_float, order_key(v, Dtype.FP32),
-                       Mux(dt == Dtype.INT32, order_key(v, Dtype.INT32), v))
+            opts = []
+            if floats:
+                opts.append((is_float, order_key(v, Dtype.FP32)))
+            if Dtype.INT32 in d:
+                opts.append((dt == Dtype.INT32, order_key(v, Dtype.INT32)))
+            if Dtype.UINT32 in d:
+                opts.append((None, v))
+            out = opts[-1][1]
+            for cond, val in reversed(opts[:-1]):
+                out = Mux(cond, val, out)
+            return out
 
         ka, kb = Signal(32), Signal(32)
         m.d.comb += [ka.eq(key(a)), kb.eq(key(b))]
@@ -118,6 +141,12 @@ class MinMax32(wiring.Component):
         def is_nan(v):
             return (v[23:31] == 0xFF) & (v[:23] != 0)
 
-        m.d.comb += self.y.eq(Mux(is_float & (is_nan(a) | is_nan(b)),
-                                  CANONICAL_QNAN[Dtype.FP32], Mux(pick_a, a, b)))
+        if not floats:
+            m.d.comb += self.y.eq(Mux(pick_a, a, b))
+        elif not ints:
+            m.d.comb += self.y.eq(Mux(is_nan(a) | is_nan(b), CANONICAL_QNAN[Dtype.FP32],
+                                      Mux(pick_a, a, b)))
+        else:
+            m.d.comb += self.y.eq(Mux(is_float & (is_nan(a) | is_nan(b)),
+                                      CANONICAL_QNAN[Dtype.FP32], Mux(pick_a, a, b)))
         return m

@@ -11,7 +11,12 @@ from fusionfabric.formats.switch import CANONICAL_QNAN, Dtype
 from .convert import Narrow, Widen
 from .lane import LaneAlu
 
-__all__ = ["SimdAlu", "FlitToAcc", "AccToFlit", "check_data_width"]
+__all__ = ["SimdAlu", "FlitToAcc", "AccToFlit", "check_data_width", "parse_dtypes",
+           "dtypes_text", "acc_lanes", "ALL_DTYPES"]
+
+#: Every dtype path (the default build).
+ALL_DTYPES = frozenset(Dtype)
+_NAMES = {d.name.lower(): d for d in Dtype}
 
 
 def check_data_width(data_width):
@@ -20,13 +25,63 @@ def check_data_width(data_width):
     return data_width
 
 
+def parse_dtypes(dtypes) -> frozenset:
+    """The dtype paths to build: ``"all"`` (or None), a comma-separated list of names
+    (``"bf16,fp32"``, case-insensitive), or an iterable of :class:`Dtype`; ValueError
+    naming the value unless it is a non-empty set of known dtypes."""
+    if dtypes is None:
+        return ALL_DTYPES
+    if isinstance(dtypes, str):
+        text = dtypes.strip().lower()
+        if text == "all":
+            return ALL_DTYPES
+        names = [n.strip() for n in text.split(",")]
+        bad = [n for n in names if n not in _NAMES]
+        if bad or not names:
+            raise ValueError(f"dtypes={dtypes!r}: {', '.join(map(repr, bad)) or 'empty'} "
+                             f"is not a dtype; give 'all' or a comma-separated subset of "
+                             f"{', '.join(_NAMES)}")
+        return frozenset(_NAMES[n] for n in names)
+    try:
+        out = frozenset(Dtype(d) for d in dtypes)
+    except (TypeError, ValueError):
+        raise ValueError(f"dtypes={dtypes!r} is not a set of Dtype codes") from None
+    if not out:
+        raise ValueError(f"dtypes={dtypes!r} is empty: build at least one dtype")
+    return out
+
+
+def dtypes_text(dtypes) -> str:
+    """``"all"`` or the built dtypes' names in code order, e.g. ``"fp32,bf16"``."""
+    d = parse_dtypes(dtypes)
+    return "all" if d == ALL_DTYPES else ",".join(x.name.lower() for x in sorted(d))
+
+
+def acc_lanes(data_width, dtypes) -> int:
+    """Accumulator lanes of 32 bits for a flit: ``data_width/16`` when a 16-bit dtype is
+    built (one lane per fp16/bf16 element), else ``data_width/32``."""
+    d = parse_dtypes(dtypes)
+    narrow = bool(d & {Dtype.FP16, Dtype.BF16})
+    return check_data_width(data_width) // (16 if narrow else 32)
+
+
+def _chain(options):
+    """``Mux(c0, v0, Mux(c1, v1, ... v_last))`` from ``[(c0, v0), ..., (None, v_last)]``."""
+    out = options[-1][1]
+    for cond, val in reversed(options[:-1]):
+        out = Mux(cond, val, out)
+    return out
+
+
 class FlitToAcc(wiring.Component):
     """Flit data → accumulator lanes (combinational).
 
     A ``data_width``-bit flit holds ``data_width/32`` INT32/UINT32/FP32 or
     ``data_width/16`` FP16/BF16 elements, LSB first. The accumulator has
     ``n_lanes = data_width/16`` lanes of 32 bits: element i goes to lane i, fp16/bf16
-    widened exactly to fp32; lanes without an element are zero.
+    widened exactly to fp32; lanes without an element are zero. With ``dtypes`` (default
+    all) only those dtypes' paths are built, and without fp16/bf16 the accumulator has
+    ``data_width/32`` lanes (:func:`acc_lanes`); another dtype code gives undefined lanes.
 
     Members
     -------
@@ -39,23 +94,33 @@ class FlitToAcc(wiring.Component):
     Combinational.
     """
 
-    def __init__(self, data_width):
+    def __init__(self, data_width, dtypes=None):
         self.data_width = check_data_width(data_width)
-        self.n_lanes = data_width // 16
+        self.dtypes = parse_dtypes(dtypes)
+        self.n_lanes = acc_lanes(data_width, self.dtypes)
         super().__init__({"data": In(data_width), "dtype": In(3),
                           "acc": Out(32 * self.n_lanes)})
 
     def elaborate(self, platform):
         m = Module()
+        d = self.dtypes
+        n_words = self.data_width // 32
+        has32 = bool(d & {Dtype.INT32, Dtype.UINT32, Dtype.FP32})
         lanes = []
         for i in range(self.n_lanes):
             h = self.data[16 * i:16 * i + 16]
-            wf = m.submodules[f"widen_fp16_{i}"] = Widen(Dtype.FP16)
-            wb = m.submodules[f"widen_bf16_{i}"] = Widen(Dtype.BF16)
-            m.d.comb += [wf.a.eq(h), wb.a.eq(h)]
-            word = self.data[32 * i:32 * i + 32] if i < self.n_lanes // 2 else Const(0, 32)
-            lanes.append(Mux(self.dtype == Dtype.FP16, wf.y,
-                             Mux(self.dtype == Dtype.BF16, wb.y, word)))
+            opts = []
+            for dt, name in ((Dtype.FP16, "fp16"), (Dtype.BF16, "bf16")):
+                if dt in d:
+                    w = m.submodules[f"widen_{name}_{i}"] = Widen(dt)
+                    opts.append((self.dtype == dt, w.y))
+            for dt in (Dtype.FP16, Dtype.BF16):
+                if dt in d:
+                    m.d.comb += m.submodules[f"widen_{dt.name.lower()}_{i}"].a.eq(h)
+            if has32:
+                word = self.data[32 * i:32 * i + 32] if i < n_words else Const(0, 32)
+                opts.append((None, word))
+            lanes.append(_chain(opts))
         m.d.comb += self.acc.eq(Cat(*lanes))
         return m
 
@@ -63,7 +128,7 @@ class FlitToAcc(wiring.Component):
 class AccToFlit(wiring.Component):
     """Accumulator lanes → flit data (combinational): FP16/BF16 lanes rounded to nearest
     even (:class:`~rtl.reduce.convert.Narrow`), FP32 NaN made canonical, INT32/UINT32 as
-    they are.
+    they are. With ``dtypes`` only those dtypes' paths are built (:class:`FlitToAcc`).
 
     Members
     -------
@@ -76,27 +141,46 @@ class AccToFlit(wiring.Component):
     Combinational.
     """
 
-    def __init__(self, data_width):
+    def __init__(self, data_width, dtypes=None):
         self.data_width = check_data_width(data_width)
-        self.n_lanes = data_width // 16
+        self.dtypes = parse_dtypes(dtypes)
+        self.n_lanes = acc_lanes(data_width, self.dtypes)
         super().__init__({"acc": In(32 * self.n_lanes), "dtype": In(3),
                           "data": Out(data_width)})
 
     def elaborate(self, platform):
         m = Module()
+        d = self.dtypes
+        narrows = [dt for dt in (Dtype.FP16, Dtype.BF16) if dt in d]
+        ints = bool(d & {Dtype.INT32, Dtype.UINT32})
+        has32 = ints or Dtype.FP32 in d
+        n_words = self.data_width // 32
         halves, words = [], []
         qnan = CANONICAL_QNAN[Dtype.FP32]
         for i in range(self.n_lanes):
             lane = self.acc[32 * i:32 * i + 32]
-            nf = m.submodules[f"narrow_fp16_{i}"] = Narrow(Dtype.FP16)
-            nb = m.submodules[f"narrow_bf16_{i}"] = Narrow(Dtype.BF16)
-            m.d.comb += [nf.a.eq(lane), nb.a.eq(lane)]
-            halves.append(Mux(self.dtype == Dtype.FP16, nf.y, nb.y))
-            if i < self.n_lanes // 2:
-                nan = (lane[23:31] == 0xFF) & (lane[:23] != 0)
-                words.append(Mux((self.dtype == Dtype.FP32) & nan, qnan, lane))
-        narrow = (self.dtype == Dtype.FP16) | (self.dtype == Dtype.BF16)
-        m.d.comb += self.data.eq(Mux(narrow, Cat(*halves), Cat(*words)))
+            ys = []
+            for dt in narrows:
+                n = m.submodules[f"narrow_{dt.name.lower()}_{i}"] = Narrow(dt)
+                ys.append(n.y)
+            for dt in narrows:
+                m.d.comb += m.submodules[f"narrow_{dt.name.lower()}_{i}"].a.eq(lane)
+            if narrows:
+                halves.append(Mux(self.dtype == Dtype.FP16, ys[0], ys[1]) if len(ys) == 2
+                              else ys[0])
+            if has32 and i < n_words:
+                if Dtype.FP32 in d:
+                    nan = (lane[23:31] == 0xFF) & (lane[:23] != 0)
+                    words.append(Mux((self.dtype == Dtype.FP32) & nan if ints else nan,
+                                     qnan, lane))
+                else:
+                    words.append(lane)
+        if narrows and has32:
+            narrow = (self.dtype == narrows[0]) if len(narrows) == 1 else \
+                (self.dtype == Dtype.FP16) | (self.dtype == Dtype.BF16)
+            m.d.comb += self.data.eq(Mux(narrow, Cat(*halves), Cat(*words)))
+        else:
+            m.d.comb += self.data.eq(Cat(*(halves or words)))
         return m
 
 
@@ -106,7 +190,15 @@ class SimdAlu(wiring.Component):
     Parameters
     ----------
     data_width : int
-        Flit data width (multiple of 32); the accumulator is ``2 * data_width`` bits.
+        Flit data width (multiple of 32); the accumulator is ``2 * data_width`` bits
+        (``data_width`` bits without fp16/bf16, :func:`acc_lanes`).
+    dtypes : str or set of Dtype, optional
+        The dtype paths each lane builds (:func:`parse_dtypes`; default all).
+    add_stages : int, optional
+        Pipeline stages of each lane's fp32 adder (:class:`~rtl.reduce.fpadd.Fp32Add`).
+    n_lanes : int, optional
+        Lanes built (default :func:`acc_lanes`): fewer when the unit passes a flit through
+        the ALU in slices (``cycles_per_flit``).
 
     Members
     -------
@@ -121,15 +213,18 @@ class SimdAlu(wiring.Component):
 
     Timing
     ------
-    Latency :attr:`LATENCY` = :attr:`LaneAlu.LATENCY` = 5 enabled cycles, one op per
-    enabled cycle. No reset.
+    Latency :attr:`LATENCY` = :attr:`LaneAlu.LATENCY` = 5 enabled cycles (``add_stages +
+    1``: :attr:`latency`), one op per enabled cycle. No reset.
     """
 
     LATENCY = LaneAlu.LATENCY
 
-    def __init__(self, data_width):
+    def __init__(self, data_width, dtypes=None, add_stages=4, n_lanes=None):
         self.data_width = check_data_width(data_width)
-        self.n_lanes = data_width // 16
+        self.dtypes = parse_dtypes(dtypes)
+        self.add_stages = add_stages
+        self.n_lanes = n_lanes or acc_lanes(data_width, self.dtypes)
+        self.latency = LaneAlu.latency_of(add_stages)
         w = 32 * self.n_lanes
         super().__init__({"en": In(1), "a": In(w), "b": In(w), "op": In(2), "dtype": In(3),
                           "native": In(1), "y": Out(w)})
@@ -138,7 +233,7 @@ class SimdAlu(wiring.Component):
         m = Module()
         ys = []
         for i in range(self.n_lanes):
-            lane = m.submodules[f"lane_{i}"] = LaneAlu()
+            lane = m.submodules[f"lane_{i}"] = LaneAlu(self.dtypes, self.add_stages)
             m.d.comb += [lane.en.eq(self.en), lane.op.eq(self.op), lane.dtype.eq(self.dtype),
                          lane.native.eq(self.native),
                          lane.a.eq(self.a[32 * i:32 * i + 32]),

@@ -22,9 +22,9 @@ Instantiate ``ReductionUnit(n_ports=, data_width=, n_chunks=, n_groups=)`` and c
 ``o_*`` counters — 32-bit, wrap, cleared by reset.
 
 The unit never drops silently: a bad flit (not REDUCE, unknown/invalid group, bad op or
-dtype code) counts in ``o_invalid``, a non-member contribution in ``o_nonmember``, a second
-contribution of a member to an open chunk (or to a complete chunk whose result is not yet
-out) in ``o_duplicate``; each is dropped. Once a chunk's slot is free again, the same
+dtype code, or a dtype the unit was built without: ``dtypes``) counts in ``o_invalid``, a
+non-member contribution in ``o_nonmember``, a second contribution of a member to an open
+chunk (or to a complete chunk whose result is not yet out) in ``o_duplicate``; each is dropped. Once a chunk's slot is free again, the same
 (group, chunk) starts a new reduction (chunk ids may be reused). When all
 ``n_chunks`` open-chunk slots are in use and a contribution opens a new chunk, ``i_contrib``
 is held (``ready`` low) and ``o_full_cycles`` counts those cycles.
@@ -49,8 +49,9 @@ from fusionfabric.formats.switch import (DEST_BITS, GROUP_BITS, Dtype, Kind, Op,
 
 from fusionfabric.rtl.switch.group_table import GroupTable, config_layout
 
-from .lane import OP_BYPASS
-from .simd import AccToFlit, FlitToAcc, SimdAlu, check_data_width
+from .lane import OP_BYPASS, LaneAlu
+from .simd import ALL_DTYPES, AccToFlit, FlitToAcc, SimdAlu, acc_lanes, check_data_width, \
+    dtypes_text, parse_dtypes
 
 __all__ = ["ReductionUnit", "config_layout", "result_layout", "BLOCKS"]
 
@@ -97,6 +98,24 @@ class ReductionUnit(wiring.Component):
         Open-chunk table capacity (1 … 64).
     n_groups : int
         Group table entries (1 … 256); group ids ``>= n_groups`` are invalid.
+    dtypes : str or set of Dtype
+        The dtype paths each SIMD lane builds: ``"all"`` (default) or a comma-separated
+        subset of ``int32, uint32, fp32, fp16, bf16`` (:func:`~rtl.reduce.simd.parse_dtypes`).
+        A contribution whose group names a dtype that is not built is dropped and counted
+        in ``o_invalid``, like a bad dtype code. Without fp16 and bf16 the ALUs have
+        ``data_width/32`` lanes instead of ``data_width/16``. Timing and throughput are
+        the same for every ``dtypes``.
+    add_stages : int
+        Pipeline stages of every lane's fp32 adder: 4 (default), 5 (align and add in two
+        stages) or 6 (also the leading-zero count and the normalizing shift). Each stage
+        above 4 adds one cycle per pairing level to :meth:`latency`; throughput is
+        unchanged.
+    cycles_per_flit : int
+        1 (default) or a divisor of the ALU lane count: each pairing level has
+        ``1/cycles_per_flit`` of the lanes and passes a flit through them in
+        ``cycles_per_flit`` slices, one per cycle. Throughput drops to
+        ``1/cycles_per_flit`` contributions per cycle and :meth:`latency` grows by
+        ``k * (cycles_per_flit - 1)``.
 
     Members
     -------
@@ -117,7 +136,9 @@ class ReductionUnit(wiring.Component):
     (a chunk holds its slot from its first contribution until its last item is streamed,
     about ``k + 2`` cycles after its last contribution). Latency with an idle pipeline:
     the last contribution of a ``k``-member chunk accepted in cycle t gives ``o_result``
-    valid in cycle ``t + k + 5 + depth * 5`` (:attr:`latency`); ALU latency 5 per level.
+    valid in cycle ``t + k + 5 + depth * 5`` (:attr:`latency`); ALU latency 5 per level
+    (``add_stages + 1``). With ``cycles_per_flit = f``: one contribution per ``f`` cycles
+    sustained, latency ``t + k * f + 5 + depth * (add_stages + 1)``.
     ``o_result.ready`` low stalls the whole pipeline (slots stay busy, so ``i_contrib``
     eventually stalls too). Synchronous reset empties the table, the pipeline and the
     counters and invalidates every group.
@@ -129,7 +150,8 @@ class ReductionUnit(wiring.Component):
     ALU_LATENCY = SimdAlu.LATENCY
 
     def __init__(self, n_ports: int = 8, data_width: int = 64, n_chunks: int = 8,
-                 n_groups: int = 16):
+                 n_groups: int = 16, dtypes="all", add_stages: int = 4,
+                 cycles_per_flit: int = 1):
         if not isinstance(n_ports, int) or not 2 <= n_ports <= 128:
             raise ValueError(f"n_ports={n_ports!r} must be an integer in 2..128")
         check_data_width(data_width)
@@ -141,6 +163,16 @@ class ReductionUnit(wiring.Component):
         self.data_width = data_width
         self.n_chunks = n_chunks
         self.n_groups = n_groups
+        self.dtypes = parse_dtypes(dtypes)
+        self.alu_latency = LaneAlu.latency_of(add_stages)
+        self.add_stages = add_stages
+        lanes = acc_lanes(data_width, self.dtypes)
+        if isinstance(cycles_per_flit, bool) or not isinstance(cycles_per_flit, int) or \
+                cycles_per_flit < 1 or lanes % cycles_per_flit:
+            raise ValueError(f"cycles_per_flit={cycles_per_flit!r} must be a positive "
+                             f"divisor of the {lanes} ALU lanes (data_width={data_width}, "
+                             f"dtypes={dtypes_text(self.dtypes)})")
+        self.cycles_per_flit = cycles_per_flit
         self.depth = max(1, (n_ports - 1).bit_length())
         flit = switch_flit(data_width).layout()
         super().__init__({
@@ -155,12 +187,12 @@ class ReductionUnit(wiring.Component):
     def latency(self, k: int) -> int:
         """Cycles from the handshake of a chunk's last contribution to ``o_result.valid``
         (idle pipeline, ready output): 1 ingest + 1 ready FIFO + ``k`` rank-ordered reads
-        + 1 memory + 1 widening + ``SimdAlu.LATENCY`` per pairing level + 1 output
-        register. The model's :func:`fusionfabric.sim.reduce.unit_latency` states the same
+        + 1 memory + 1 widening + ``SimdAlu.LATENCY`` (``add_stages + 1``) per pairing
+        level + 1 output register. The model's :func:`fusionfabric.sim.reduce.unit_latency` states the same
         timing independently; the tests measure both against the simulated unit."""
         if not 1 <= k <= self.n_ports:
             raise ValueError(f"k={k} must be in 1..n_ports={self.n_ports}")
-        return 1 + 1 + k + 1 + 1 + self.depth * SimdAlu.LATENCY + 1
+        return 1 + 1 + k * self.cycles_per_flit + 1 + 1 + self.depth * self.alu_latency + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -211,8 +243,12 @@ class ReductionUnit(wiring.Component):
         rank = Signal(range(P))
         k = Signal(range(P + 1))
         m.d.comb += [rank.eq(_popcount(below)), k.eq(_popcount(e.members))]
+        if self.dtypes == ALL_DTYPES:
+            dtype_ok = e.dtype <= Dtype.BF16
+        else:                               # an unbuilt dtype is invalid like a bad code
+            dtype_ok = Cat(*[e.dtype == d for d in sorted(self.dtypes)]).any()
         valid_entry = (s1.kind == Kind.REDUCE) & s1_group_ok & e.valid & (e.op <= Op.MAX) & \
-            (e.dtype <= Dtype.BF16)
+            dtype_ok
         # An OPEN or CLOSED (complete, not yet streamed) slot matches: a contribution to a
         # CLOSED chunk comes from a member that already contributed, so it is a duplicate.
         match = Cat(*[(state[j] != FREE) & (s_group[j] == s1.dest) & (s_chunk[j] == s1.chunk)
@@ -295,11 +331,25 @@ class ReductionUnit(wiring.Component):
         st_k = Signal(range(P + 1))
         st_meta = Signal(meta_l)
         issue_last = Signal()
-        m.d.comb += issue_last.eq(st_rank == st_k - 1)
+        F = self.cycles_per_flit
+        if F == 1:
+            m.d.comb += issue_last.eq(st_rank == st_k - 1)
+            item_last = issue_last
+        else:
+            # each item is issued F times, one accumulator slice per cycle (st_sub)
+            st_sub = Signal(range(F))
+            item_last = Signal()
+            m.d.comb += [item_last.eq(st_rank == st_k - 1),
+                         issue_last.eq(item_last & (st_sub == F - 1))]
         m.d.comb += [rd.addr.eq(st_slot * P + st_rank), rd.en.eq(adv)]
         with m.If(adv):
             with m.If(st_active):
-                m.d.sync += st_rank.eq(st_rank + 1)
+                if F == 1:
+                    m.d.sync += st_rank.eq(st_rank + 1)
+                else:
+                    m.d.sync += st_sub.eq(Mux(st_sub == F - 1, 0, st_sub + 1))
+                    with m.If(st_sub == F - 1):
+                        m.d.sync += st_rank.eq(st_rank + 1)
                 with m.If(issue_last):
                     m.d.sync += st_active.eq(0)
                     with m.Switch(st_slot):
@@ -309,6 +359,8 @@ class ReductionUnit(wiring.Component):
             with m.If((~st_active | issue_last) & fifo.r_rdy):
                 m.d.comb += fifo.r_en.eq(1)
                 m.d.sync += [st_active.eq(1), st_rank.eq(0), st_slot.eq(fifo.r_data)]
+                if F > 1:
+                    m.d.sync += st_sub.eq(0)
                 with m.Switch(fifo.r_data):
                     for j in range(C):
                         with m.Case(j):
@@ -317,45 +369,88 @@ class ReductionUnit(wiring.Component):
         # memory output stage (aligned with rd.data), then widening stage
         p1_valid, p1_last, p1_meta = Signal(), Signal(), Signal(meta_l)
         with m.If(adv):
-            m.d.sync += [p1_valid.eq(st_active), p1_last.eq(issue_last), p1_meta.eq(st_meta)]
-        m.submodules.to_acc = to_acc = FlitToAcc(self.data_width)
+            m.d.sync += [p1_valid.eq(st_active), p1_last.eq(item_last), p1_meta.eq(st_meta)]
+        m.submodules.to_acc = to_acc = FlitToAcc(self.data_width, self.dtypes)
         m.d.comb += [to_acc.data.eq(rd.data), to_acc.dtype.eq(p1_meta.dtype)]
-        acc_w = len(to_acc.acc)
+        acc_w = len(to_acc.acc) // F          # the ALU width: one slice of the accumulator
         v, last, meta, acc = Signal(), Signal(), Signal(meta_l), Signal(acc_w)
-        with m.If(adv):
-            m.d.sync += [v.eq(p1_valid), last.eq(p1_last), meta.eq(p1_meta), acc.eq(to_acc.acc)]
+        sub = None
+        if F == 1:
+            with m.If(adv):
+                m.d.sync += [v.eq(p1_valid), last.eq(p1_last), meta.eq(p1_meta),
+                             acc.eq(to_acc.acc)]
+        else:
+            p1_sub, sub = Signal(range(F)), Signal(range(F))
+            with m.If(adv):
+                m.d.sync += [p1_sub.eq(st_sub), v.eq(p1_valid), last.eq(p1_last),
+                             meta.eq(p1_meta), sub.eq(p1_sub),
+                             acc.eq(to_acc.acc.word_select(p1_sub, acc_w))]
 
         # -- pairing levels -----------------------------------------------------------------
         for d in range(self.depth):
-            alu = m.submodules[f"level{d}"] = SimdAlu(self.data_width)
+            alu = m.submodules[f"level{d}"] = SimdAlu(self.data_width, self.dtypes,
+                                                      self.add_stages, n_lanes=acc_w // 32)
             wv = Signal(name=f"level{d}_waiting")
-            wacc = Signal(acc_w, name=f"level{d}_held")
+            if F == 1:
+                wacc = Signal(acc_w, name=f"level{d}_held")
+            else:
+                # the first item of a pair, slice by slice: a shift register of F slices
+                held = [Signal(acc_w, name=f"level{d}_held{j}") for j in range(F)]
+                wacc = held[0]
             m.d.comb += [alu.en.eq(adv), alu.a.eq(Mux(wv, wacc, acc)), alu.b.eq(acc),
                          alu.op.eq(Mux(wv, meta.op, OP_BYPASS)), alu.dtype.eq(meta.dtype),
                          alu.native.eq(meta.native)]
             fire = v & (wv | last)
-            with m.If(adv & v):
-                with m.If(wv):
-                    m.d.sync += wv.eq(0)
-                with m.Elif(~last):
-                    m.d.sync += [wv.eq(1), wacc.eq(acc)]
-            dv, dl, dm = fire, last, meta
-            for s in range(SimdAlu.LATENCY):
+            if F == 1:
+                with m.If(adv & v):
+                    with m.If(wv):
+                        m.d.sync += wv.eq(0)
+                    with m.Elif(~last):
+                        m.d.sync += [wv.eq(1), wacc.eq(acc)]
+            else:
+                with m.If(adv & v):
+                    with m.If(wv | ~last):
+                        m.d.sync += [held[j].eq(held[j + 1]) for j in range(F - 1)]
+                        m.d.sync += held[F - 1].eq(acc)
+                    with m.If(sub == F - 1):       # wv changes between items only
+                        with m.If(wv):
+                            m.d.sync += wv.eq(0)
+                        with m.Elif(~last):
+                            m.d.sync += wv.eq(1)
+            dv, dl, dm, ds = fire, last, meta, sub
+            for s in range(self.alu_latency):
                 rv = Signal(name=f"level{d}_v{s}")
                 rl = Signal(name=f"level{d}_last{s}")
                 rm = Signal(meta_l, name=f"level{d}_meta{s}")
                 with m.If(adv):
                     m.d.sync += [rv.eq(dv), rl.eq(dl), rm.eq(dm)]
+                if F > 1:
+                    rs = Signal(range(F), name=f"level{d}_sub{s}")
+                    with m.If(adv):
+                        m.d.sync += rs.eq(ds)
+                    ds = rs
                 dv, dl, dm = rv, rl, rm
-            v, last, meta, acc = dv, dl, dm, alu.y
+            v, last, meta, acc, sub = dv, dl, dm, alu.y, ds
 
         # -- output: narrow, pack the RESULT flit ------------------------------------------
-        m.submodules.to_flit = to_flit = AccToFlit(self.data_width)
-        m.d.comb += [to_flit.acc.eq(acc), to_flit.dtype.eq(meta.dtype)]
+        m.submodules.to_flit = to_flit = AccToFlit(self.data_width, self.dtypes)
+        if F == 1:
+            m.d.comb += [to_flit.acc.eq(acc), to_flit.dtype.eq(meta.dtype)]
+            out_valid = v
+        else:
+            # collect a result's slices; the last one completes it
+            parts = [Signal(acc_w, name=f"out_slice{j}") for j in range(F - 1)]
+            with m.If(adv & v):
+                with m.Switch(sub):
+                    for j in range(F - 1):
+                        with m.Case(j):
+                            m.d.sync += parts[j].eq(acc)
+            m.d.comb += [to_flit.acc.eq(Cat(*parts, acc)), to_flit.dtype.eq(meta.dtype)]
+            out_valid = v & (sub == F - 1)
         o = self.o_result
         with m.If(adv):
             m.d.sync += [
-                o.valid.eq(v),
+                o.valid.eq(out_valid),
                 o.payload.flit.data.eq(to_flit.data), o.payload.flit.first.eq(1),
                 o.payload.flit.last.eq(1), o.payload.flit.kind.eq(Kind.RESULT),
                 o.payload.flit.dest.eq(meta.group), o.payload.flit.src.eq(0),
@@ -376,5 +471,13 @@ BLOCKS = [
               Param("data_width", int, 64, "flit data bits, multiple of 32"),
               Param("n_chunks", int, 8, "open-chunk table capacity, 1..64"),
               Param("n_groups", int, 16, "group table entries, 1..256"),
+              Param("dtypes", str, "all", "dtype paths built per lane: all, or a "
+                    "comma-separated subset of int32,uint32,fp32,fp16,bf16 (others count "
+                    "in o_invalid)"),
+              Param("add_stages", int, 4, "fp32 adder pipeline stages, 4, 5 or 6 (each above "
+                    "4: one more cycle of latency per pairing level)", choices=(4, 5, 6)),
+              Param("cycles_per_flit", int, 1, "ALU passes per flit: each pairing level "
+                    "has 1/cycles_per_flit of the lanes and takes that many cycles per flit "
+                    "(a divisor of the lane count; throughput 1/cycles_per_flit)"),
           ]),
 ]
