@@ -317,6 +317,29 @@ def test_link_max_cycles_report_and_counts(capsys):
     assert ev["undetected"] == 0 and stats["corrupt"] == stats["duplicates"] == 0
 
 
+@pytest.mark.cocotb
+def test_link_max_cycles_report_on_icarus(capsys):
+    """The same bound on the cocotb testbench (Icarus, 250 cycles): the testbench stops
+    the traffic at exactly the bound and still writes its counts, so the command prints
+    the full report, the bound's line and exits 1; the progress bar (forced on) shows the
+    cycle the testbench reached (read from its progress file). With bit errors only, the
+    channel's count of flits hit equals the receivers' CRC errors plus undetected ones."""
+    assert main(["link", "--sim", "icarus", "--transactions", "24", "--seed", "1",
+                 "--ber", "2e-4", "--max-cycles", "250", "--progress", "on",
+                 "--json"]) == 1
+    out, err = capsys.readouterr()
+    stats = json.loads(out[out.index("{"):])
+    assert stats["stopped_at_max_cycles"] and stats["end_cycle"] == 250, stats["end_cycle"]
+    # cut short: some request or completion still outstanding at the bound
+    assert stats["sent"] == 24 and stats["lost"] > 0, stats["lost"]
+    assert "stopped at --max-cycles 250" in err and "no counts" not in err, err
+    assert re.search(r"req.*cycle \d", err), err
+    ev = stats["events"]
+    assert ev["flits_hit_by_bit_errors"] > 0, f"seed 1 saw no error: {ev}"
+    assert ev["flits_hit_by_bit_errors"] == ev["crc_errors"] + ev["undetected"], ev
+    assert ev["undetected"] == 0 and stats["corrupt"] == stats["duplicates"] == 0
+
+
 def test_link_report_lines_name_what_they_count():
     """The labels: a drop is never counted as a plain bit-error hit; through the PCS the
     hit counter counts cycles, not flits."""
@@ -332,6 +355,26 @@ def test_link_report_lines_name_what_they_count():
                                                  "link_recoveries": 1}, "icarus", 2)}
     assert "flits_hit_by_bit_errors" not in drops and "link drops" in drops[
         "flits_hit_or_dropped"]
+    # the channel's counts apart (tb.chiplet.harness.ChipletPair): hit and cut, each a line
+    apart = {k: (label, v) for k, label, v in events(
+        {**base, "flits_hit_err": 4, "flits_cut": 2}, "icarus", 1)}
+    assert apart["flits_hit_by_bit_errors"] == ("DL flits hit by bit errors", 4)
+    assert apart["flits_cut_by_drops"][1] == 2 and "drops" in apart["flits_cut_by_drops"][0]
+    assert "flits_hit_or_dropped" not in apart
+    # failures, completion timeouts and refusals: one line each, summed over both sides
+    fail = {"failures": 3, "fail_replay": 1, "fail_lost": 2, "cpl_timeouts": 5,
+            "cpl_refused": 7, "failed_multicast": 1, "failed_reduce": 2, "late_cpl": 1}
+    other = {"failures": 1, "fail_replay": 0, "fail_lost": 1, "cpl_timeouts": 0,
+             "cpl_refused": 4, "failed_result": 3, "late_cpl": 0}
+    ev = {k: (label, v) for k, label, v in events(
+        {**base, "status_a": {**base["status_a"], **fail},
+         "status_b": {**base["status_b"], **other}}, "icarus", 0)}
+    want = {"link_failures": 4, "fail_replay": 1, "fail_lost": 3, "cpl_timeouts": 5,
+            "refused_nonposted": 11, "refused_posted": 6, "late_completions": 1}
+    assert {k: ev[k][1] for k in want} == want
+    assert "replay limit" in ev["fail_replay"][0] and "link lost" in ev["fail_lost"][0]
+    assert "TIMEOUT" in ev["cpl_timeouts"][0] and "ERROR" in ev["refused_nonposted"][0]
+    assert len({label for label, _ in ev.values()}) == len(ev)     # no two alike
     pcs = {k: label for k, label, _ in events({**base, "pcs": True, "pcs_lock_losses": 1,
                                                "pcs_relocks": 1}, "icarus", 0)}
     assert "cycles" in pcs["cycles_with_bit_errors"] and "pcs_relocks" in pcs

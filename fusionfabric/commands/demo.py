@@ -297,6 +297,27 @@ EVENTS = (("CRC errors", "crc_err"), ("replays", "replays"), ("replay timeouts",
           ("failures", "failures"), ("replay-limit failures", "fail_replay"),
           ("link-lost failures", "fail_lost"), ("completion timeouts", "cpl_timeouts"),
           ("refused requests", "cpl_refused"))
+#: What each event counts, for the report's one line per kind.
+EVENT_LABELS = {
+    "bit flips": "bits flipped on the lanes (fault injectors, every lane)",
+    "relocks": "PCS relocks (a link's receiver lost and regained lock)",
+    "CRC errors": "DL flits failing CRC (both chiplets of every link)",
+    "replays": "replays (go-back-N rewinds)",
+    "replay timeouts": "replays started by the replay timer",
+    "failures": "link failures (entries into FAILED)",
+    "replay-limit failures": "link failures: replay limit",
+    "link-lost failures": "link failures: link lost",
+    "completion timeouts": "completion timeouts (TIMEOUT completions made)",
+    "refused requests": "non-posted requests refused while failed (ERROR completions)",
+}
+#: Why "bit flips" and "CRC errors" differ (docs/demo.md, "Bit flips and CRC errors").
+FLIPS_NOTE = ("bit flips count bits, CRC errors count DL flits, and they need not match: "
+              "two flips in one flit fail it once; a flip outside a flit (START or "
+              "alignment-marker row) or one that ends a chain of flits (the flits until the "
+              "next START row are lost, replayed, not CRC errors) fails no CRC; the "
+              "descrambler copies a flip 39 and 58 bits on, into the lane's next block, "
+              "which may be the next flit's; a slip or realignment fails flits without a "
+              "flip; FEC lanes correct flips before the CRC (docs/demo.md)")
 
 
 def _events(eps: list[dict]) -> dict:
@@ -532,10 +553,14 @@ def _table(report, out: Path, plots):
           "codewords with corrected symbols (symbols corrected) and uncorrectable codewords, "
           "summed over both directions of every link (rs544 lanes carry 80 raw bits per "
           "cycle per direction, so a port takes at most 0.59 slots per cycle)")
-    for r in report["runs"]:
-        if r.get("faults") and r.get("events"):
-            print(f"events, {r['workload']} ({_fmt_faults(r['faults'])}): "
-                  + ", ".join(f"{k} {v:,}" for k, v in r["events"].items()))
+    evs = [r for r in report["runs"] if r.get("faults") and r.get("events")]
+    for r in evs:
+        print(f"events, {r['workload']} ({_fmt_faults(r['faults'])}):")
+        w = max(len(EVENT_LABELS.get(k, k)) for k in r["events"])
+        for k, v in r["events"].items():
+            print(f"  {EVENT_LABELS.get(k, k):<{w}}  {v:>9,}")
+    if evs:
+        print(FLIPS_NOTE)
     for r in report["runs"]:
         line = _kind_line(r)
         if line:

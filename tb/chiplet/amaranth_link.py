@@ -157,8 +157,11 @@ def run_amaranth_link(params: dict, n: int, ber: float, seed: int, max_cycles: i
         await ctx.tick().repeat(300)
         sa = STATUS.unpack(ctx.get(dut.o_status_a.as_value()))
         sb = STATUS.unpack(ctx.get(dut.o_status_b.as_value()))
+        err_flits = cut_flits = 0
         for d in ("ab", "ba"):
             hits[d] = ctx.get(getattr(dut, f"o_hit_{d}"))
+            err_flits += ctx.get(getattr(dut, f"o_err_flits_{d}"))
+            cut_flits += ctx.get(getattr(dut, f"o_lost_flits_{d}"))
         lat.sort()
         window = (t_last - t_first + 1) if t_first and t_last else cyc
         res.update({
@@ -176,6 +179,7 @@ def run_amaranth_link(params: dict, n: int, ber: float, seed: int, max_cycles: i
                                "p99": lat[int(0.99 * (len(lat) - 1))] if lat else None,
                                "max": lat[-1] if lat else None},
             "status_a": sa, "status_b": sb, "hits": hits,
+            "flits_hit_err": err_flits, "flits_cut": cut_flits,
         })
 
     sim = Simulator(dut)

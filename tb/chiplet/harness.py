@@ -22,7 +22,12 @@ NODE_A, NODE_B = 1, 2
 
 class _Channel(wiring.Component):
     """``latency``-cycle pipe of PHY words; XORs ``i_err`` into the word entering it,
-    deletes it on ``i_drop``, and passes nothing while ``i_dark``."""
+    deletes it on ``i_drop``, and passes nothing while ``i_dark``.
+
+    Counters of the DL flits sent into it (flit boundaries from the words' ``first``):
+    ``o_hit_flits`` flits with a word hit by any fault; ``o_err_flits`` flits with a word
+    hit by ``i_err``; ``o_lost_flits`` flits with a word deleted (``i_drop`` or
+    ``i_dark``). A flit both hit and cut is in both of the last two."""
 
     def __init__(self, latency):
         self.latency = latency
@@ -33,6 +38,8 @@ class _Channel(wiring.Component):
             "i_drop": In(1),
             "i_dark": In(1),
             "o_hit_flits": Out(16),
+            "o_err_flits": Out(16),
+            "o_lost_flits": Out(16),
             "o_words": Out(32),
         })
 
@@ -54,14 +61,21 @@ class _Channel(wiring.Component):
         words = Signal(32)
         m.d.comb += [self.o_hit_flits.eq(hits), self.o_words.eq(words)]
         bad = (self.i_err != 0) | self.i_drop | self.i_dark
+        kinds = [(bad, hit, hits)]
+        for name, cond, out in (("err", self.i_err != 0, self.o_err_flits),
+                                ("lost", self.i_drop | self.i_dark, self.o_lost_flits)):
+            flag, count = Signal(name=f"{name}_hit"), Signal(16, name=f"{name}_flits")
+            m.d.comb += out.eq(count)
+            kinds.append((cond, flag, count))
         with m.If(v):
             sat_inc(m, words, 1)
-            with m.If(self.i_word.payload.first):
-                m.d.sync += hit.eq(bad)
-                sat_inc(m, hits, bad)
-            with m.Else():
-                m.d.sync += hit.eq(hit | bad)
-                sat_inc(m, hits, bad & ~hit)
+            for cond, flag, count in kinds:
+                with m.If(self.i_word.payload.first):
+                    m.d.sync += flag.eq(cond)
+                    sat_inc(m, count, cond)
+                with m.Else():
+                    m.d.sync += flag.eq(flag | cond)
+                    sat_inc(m, count, cond & ~flag)
         return m
 
 
@@ -94,7 +108,9 @@ class ChipletPair(wiring.Component):
     Members: ``a_i_req`` ... ``b_o_rsp`` (the four accelerator ports of each side),
     ``i_err_ab``/``i_drop_ab``/``i_dark_ab`` (and ``_ba``) fault inputs applied to the word
     entering the channel that cycle, ``i_link_up_a``/``i_link_up_b``, ``o_status_a``/
-    ``o_status_b``, ``o_hit_ab``/``o_hit_ba`` (flits hit by a fault). With
+    ``o_status_b``, ``o_hit_ab``/``o_hit_ba`` (flits hit by a fault), of which
+    ``o_err_flits_*`` hit by ``i_err`` and ``o_lost_flits_*`` cut by ``i_drop``/``i_dark``
+    (:class:`_Channel`). With
     ``resets=True`` also ``i_rst_a``/``i_rst_b``: while high, that chiplet alone is held in
     reset (a peer reset, docs/protocol.md "Peer reset and link reset").
     """
@@ -107,7 +123,11 @@ class ChipletPair(wiring.Component):
         self.params = params
         self.a = Chiplet(**params)
         self.b = Chiplet(**params)
-        super().__init__(_pair_members(PHY_WORD.width, self.resets))
+        sig = _pair_members(PHY_WORD.width, self.resets)
+        for d in ("ab", "ba"):
+            sig[f"o_err_flits_{d}"] = Out(16)
+            sig[f"o_lost_flits_{d}"] = Out(16)
+        super().__init__(sig)
 
     def elaborate(self, platform):
         m = Module()
@@ -136,6 +156,8 @@ class ChipletPair(wiring.Component):
                          ch.i_drop.eq(getattr(self, f"i_drop_{d}")),
                          ch.i_dark.eq(getattr(self, f"i_dark_{d}")),
                          getattr(self, f"o_hit_{d}").eq(ch.o_hit_flits),
+                         getattr(self, f"o_err_flits_{d}").eq(ch.o_err_flits),
+                         getattr(self, f"o_lost_flits_{d}").eq(ch.o_lost_flits),
                          getattr(self, f"o_words_{d}").eq(ch.o_words)]
         return m
 
@@ -147,7 +169,9 @@ class ChipletPcsPair(wiring.Component):
     chiplet's ``tl_per_dl`` and ``start_every``; ``PcsToPhy.i_link_up`` is the PCS
     receiver's ``o_link_up``), and each chiplet's ``i_link_up`` is its PCS receiver's
     ``o_link_up`` AND ``i_link_up_*``. ``resets=True`` adds ``i_rst_a``/``i_rst_b`` as in
-    :class:`ChipletPair` (the chiplet alone: its PCS and adapters keep running)."""
+    :class:`ChipletPair` (the chiplet alone: its PCS and adapters keep running).
+    ``i_dark_*`` darkens both lanes of a direction, ``i_dark_lanes_*`` (2 bits) lane k
+    alone (a dark lane carries zeros)."""
 
     def __init__(self, latency=4, am_period=64, start_every=16, resets=False, **params):
         self.latency = latency
@@ -162,6 +186,7 @@ class ChipletPcsPair(wiring.Component):
             sig[f"o_pcs_up_{side}"] = Out(1)
         for d in ("ab", "ba"):
             sig[f"o_starts_{d}"] = Out(32)
+            sig[f"i_dark_lanes_{d}"] = In(2)
         super().__init__(sig)
 
     def elaborate(self, platform):
@@ -187,7 +212,8 @@ class ChipletPcsPair(wiring.Component):
             connect(m, src.o_phy, tx_ad.i_word)
             connect(m, tx_ad.o_row, tx.i_data)
             err = getattr(self, f"i_err_{d}")
-            dark = getattr(self, f"i_dark_{d}")
+            dark_all = getattr(self, f"i_dark_{d}")
+            dark_lanes = getattr(self, f"i_dark_lanes_{d}")
             hits = Signal(16, name=f"hits_{d}")
             words = Signal(32, name=f"words_{d}")
             sat_inc(m, hits, err != 0)
@@ -204,6 +230,7 @@ class ChipletPcsPair(wiring.Component):
                     m.d.sync += nxt.eq(lane)
                     lane = nxt
                 # a dark lane carries zeros (invalid sync headers: the receiver loses lock)
+                dark = dark_all | dark_lanes[k]
                 m.d.comb += rx.i_lanes[k].eq(lane & ~dark.replicate(66))
             m.d.comb += [rx_ad.i_row.valid.eq(rx.o_data.valid),
                          rx_ad.i_row.payload.eq(rx.o_data.payload),

@@ -7,14 +7,16 @@ the same cocotb module with ``stats_file`` set). The DUT is ``fusionfabric.tb.ch
 from __future__ import annotations
 
 import json
+import time
 from collections import deque
 
 import cocotb
-from cocotb.triggers import Event, FallingEdge, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import ClockCycles, Event, FallingEdge, First, ReadOnly, RisingEdge, Timer
 
 from fusionfabric.sim import chiplet as C
-from fusionfabric.formats.chiplet import SLOT_BITS, SLOT_BYTES, STATUS, TL_HEADER, Opcode
-from fusionfabric.sim.chiplet import MemoryModel, Message
+from fusionfabric.formats.chiplet import (POSTED as POSTED_OPS, SLOT_BITS, SLOT_BYTES, STATUS,
+                                          TL_HEADER, Opcode, Status)
+from fusionfabric.sim.chiplet import LinkLedger, MemoryModel, Message
 from fusionfabric.tb.common.scoreboard import ScoreboardError
 from fusionfabric.tb.common.stream import StreamSink, StreamSource
 from fusionfabric.tb.common.tb import TB
@@ -111,6 +113,14 @@ class Side:
         self.outstanding: dict[int, Message] = {}
         self.tag_freed = Event()
         self.pending_rsp: list[Message] = []
+        # responses to requests whose requester already got a TIMEOUT completion: sent
+        # (the chiplet must drop them, ``late_cpl``), never expected
+        self.late_rsp: set[int] = set()          # id() of such entries of pending_rsp
+        self.timed_out: dict[int, Message] = {}  # tag -> request (with src), not delivered
+        self.ledger = LinkLedger()
+        self.msgs_queued: deque[Message] = deque()   # requests queued on i_req, in order
+        self.refused = {"posted": 0, "nonposted": 0}
+        self.error_cpls = {"error": 0, "timeout": 0}
         self.sent = 0
         self.bytes_delivered = 0
         self.first_beat_cycles = deque()
@@ -124,7 +134,18 @@ class Side:
         if self._beats_left == 0:
             f = TL_HEADER.unpack(word >> SLOT_BITS)
             self._beats_left = max(1, C.data_slots(f["opcode"], f["length"]))
-            self.first_beat_cycles.append(cycle)
+            msg = self.msgs_queued.popleft()
+            # refused: the port's ``failed`` status was set in the cycle the header was
+            # taken (sampled by LinkTB.watch_link); never delivered, never expected
+            refused = bool(self.tb.failed_now[self.name])
+            self.ledger.sent(msg, refused)
+            if refused:
+                self.refused["posted" if msg.opcode in POSTED_OPS else "nonposted"] += 1
+                q = self.tb.sb_req.queues.get((self.node, self.peer))
+                if q is not None and msg in q:
+                    q.remove(msg)
+            else:
+                self.first_beat_cycles.append(cycle)
         self._beats_left -= 1
 
     async def requester(self, n):
@@ -150,6 +171,7 @@ class Side:
                 self.outstanding[tag] = msg
             tb.sample_msg(msg)
             tb.sb_req.expect((self.node, self.peer), msg.with_src(self.node))
+            self.msgs_queued.append(msg.with_src(self.node))
             self.req_src.send_many(msg.beats())
             self.sent += 1
             # keep the source queue topped up (never let it drain: a drained queue is a
@@ -162,6 +184,11 @@ class Side:
     # requests in (we are the completer)
     def on_request(self, msg, cycle):
         self.tb.sb_req.observe((msg.src, self.node), msg)
+        requester = self.tb.side(msg.src)
+        requester.ledger.delivered(msg)
+        late = requester.timed_out.get(msg.tag) == msg
+        if late:
+            del requester.timed_out[msg.tag]
         self.tb.t_last = cycle
         if self.first_beat_cycles_peer():
             self.tb.latency.append(cycle - self.tb.side(msg.src).first_beat_cycles.popleft())
@@ -171,6 +198,8 @@ class Side:
         rsp = self.mem.respond(msg)
         if rsp is not None:
             self.pending_rsp.append(rsp)
+            if late:
+                self.late_rsp.add(id(rsp))
 
     def first_beat_cycles_peer(self):
         return bool(self.tb.side(self.peer).first_beat_cycles)
@@ -181,8 +210,13 @@ class Side:
             if self.pending_rsp:
                 # out of order: any pending response may go next
                 i = int(tb.rng.integers(len(self.pending_rsp)))
-                rsp = self.pending_rsp.pop(i).with_src(self.node)
-                tb.sb_cpl.expect((rsp.dest, rsp.tag), rsp)
+                raw = self.pending_rsp.pop(i)
+                rsp = raw.with_src(self.node)
+                if id(raw) in self.late_rsp:
+                    self.late_rsp.discard(id(raw))
+                    tb.late_sent += 1
+                else:
+                    tb.sb_cpl.expect((rsp.dest, rsp.tag), rsp)
                 self.rsp_src.send_many(rsp.beats())
                 if len(self.rsp_src.queue) > 32:
                     await self.rsp_src.wait_idle()
@@ -195,10 +229,37 @@ class Side:
             tb.sb_cpl.corrupt += 1
             tb.sb_cpl._fail(f"completion for tag {msg.tag} not outstanding at node {self.node}")
             return
-        tb.sb_cpl.observe((self.node, msg.tag), msg)
+        self.ledger.completed(msg)
+        if msg.src == self.node and msg.status in (Status.ERROR, Status.TIMEOUT):
+            # made by our own chiplet: ERROR for a refused request, TIMEOUT when no
+            # completion came within cpl_timeout (docs/protocol.md, "Fault escalation")
+            self.on_error_completion(msg)
+        else:
+            tb.sb_cpl.observe((self.node, msg.tag), msg)
         del self.outstanding[msg.tag]
         self.free_tags.append(msg.tag)
         self.tag_freed.set()
+
+
+    def on_error_completion(self, msg):
+        tb = self.tb
+        tb.watchdog.kick(f"error completion tag {msg.tag} at node {self.node}")
+        if msg.status == Status.ERROR:
+            self.error_cpls["error"] += 1
+            return
+        self.error_cpls["timeout"] += 1
+        req = self.outstanding[msg.tag].with_src(self.node)
+        q = tb.sb_cpl.queues.get((self.node, msg.tag))
+        if q:                       # the completer already answered: that answer is late
+            q.popleft()
+            tb.late_sent += 1
+            return
+        peer = tb.side(self.peer)
+        for r in peer.pending_rsp:  # delivered, answer not yet sent: it will be late
+            if r.dest == self.node and r.tag == msg.tag and id(r) not in peer.late_rsp:
+                peer.late_rsp.add(id(r))
+                return
+        self.timed_out[msg.tag] = req          # not delivered (yet)
 
 
 class LinkTB(TB):
@@ -225,8 +286,10 @@ class LinkTB(TB):
         # PCS only: solid bursts of lo..hi bits on one 66-bit lane from a random bit offset
         # (crossing into the next block), ``rate`` bursts per cycle per direction
         self.lane_bursts = a.get("lane_bursts")          # [lo, hi, rate]
-        # the lanes of one direction dark (zeros) for ``cycles`` cycles from cycle ``start``
-        self.dark_lane = a.get("dark_lane")              # [start, cycles] or [start, cycles, d]
+        # the lanes of one direction dark (zeros) for ``cycles`` cycles from cycle
+        # ``start`` (``cycles`` None: for good); ``lanes``: those lanes of the direction
+        # only (default both)
+        self.dark_lane = a.get("dark_lane")   # [start, cycles(, d(, lanes))]
         # B's link up 40 cycles after A's, then a PHY drop of both sides for ``cycles``
         # cycles at the first cycle one side is ACTIVE and the other not yet (inside the
         # first bring-up); the cycle and states then are kept in ``bringup_drop_states``
@@ -238,11 +301,22 @@ class LinkTB(TB):
                 raise ValueError(f"lane_bursts={self.lane_bursts!r} needs pcs and "
                                  f"[lo, hi, rate] with 1 <= lo <= hi <= 64, 0 < rate < 1")
         if self.dark_lane is not None:
-            if len(self.dark_lane) not in (2, 3) or int(self.dark_lane[0]) < 0 \
-                    or int(self.dark_lane[1]) < 1 or (len(self.dark_lane) == 3 and
-                                                      self.dark_lane[2] not in ("ab", "ba")):
+            dl = list(self.dark_lane)
+            if not 2 <= len(dl) <= 4 or int(dl[0]) < 0 \
+                    or (dl[1] is not None and int(dl[1]) < 1) \
+                    or (len(dl) >= 3 and dl[2] not in ("ab", "ba")) \
+                    or (len(dl) == 4 and dl[3] is not None
+                        and not (self.pcs and dl[3] and set(dl[3]) <= {0, 1})):
                 raise ValueError(f"dark_lane={self.dark_lane!r} is not [start >= 0, "
-                                 f"cycles >= 1(, 'ab' | 'ba')]")
+                                 f"cycles >= 1 or None(, 'ab' | 'ba'(, lanes))]")
+        self.permanent_dark = self.dark_lane is not None and self.dark_lane[1] is None
+        self.dark_from = None          # cycle the dark lane went dark
+        self.failed_now = {"a": 0, "b": 0}     # STATUS.failed, sampled every cycle
+        self.first_failed = {"a": None, "b": None}   # first cycle in FAILED (state 3)
+        self.late_sent = 0             # late answers handed to a completer's i_rsp
+        self.stopped = False           # ended at max_cycles (report_only)
+        self.t_end = None              # cycle the traffic ended (or the bound stopped it)
+        self.progress_file = a.get("progress_file")
         self.link_events = {"link_downs": 0, "link_recoveries": 0, "pcs_lock_losses": 0,
                             "pcs_relocks": 0, "dark_cycles": 0, "bursts": 0,
                             "burst_bits": 0}
@@ -261,6 +335,9 @@ class LinkTB(TB):
         self.cycle = 0
         for s in ("i_err_ab", "i_err_ba", "i_drop_ab", "i_drop_ba", "i_dark_ab", "i_dark_ba"):
             getattr(dut, s).value = 0
+        for s in ("i_dark_lanes_ab", "i_dark_lanes_ba"):     # ChipletPcsPair only
+            if hasattr(dut, s):
+                getattr(dut, s).value = 0
         dut.i_link_up_a.value = 0
         dut.i_link_up_b.value = 0
         for side in ("a", "b"):
@@ -354,18 +431,25 @@ class LinkTB(TB):
             err.value = 0
 
     async def dark_lane_event(self):
-        """The lanes of one direction carry zeros (no valid sync header) for ``cycles``
-        cycles from cycle ``start``."""
-        start, cycles = int(self.dark_lane[0]), int(self.dark_lane[1])
-        d = self.dark_lane[2] if len(self.dark_lane) == 3 else "ab"
+        """The lanes of one direction (or the ones listed) carry zeros (no valid sync
+        header) for ``cycles`` cycles from cycle ``start``; ``cycles`` None: for good."""
+        start, cycles = int(self.dark_lane[0]), self.dark_lane[1]
+        d = self.dark_lane[2] if len(self.dark_lane) >= 3 else "ab"
+        lanes = self.dark_lane[3] if len(self.dark_lane) == 4 else None
         while self.cycle < start:
             await FallingEdge(self.clk)
-        dark = getattr(self.dut, f"i_dark_{d}")
-        dark.value = 1
-        for _ in range(cycles):
+        if lanes is None:
+            dark, on = getattr(self.dut, f"i_dark_{d}"), 1
+        else:
+            dark, on = getattr(self.dut, f"i_dark_lanes_{d}"), sum(1 << k for k in lanes)
+        dark.value = on
+        self.dark_from = self.cycle
+        if cycles is None:
+            return
+        for _ in range(int(cycles)):
             await FallingEdge(self.clk)
         dark.value = 0
-        self.link_events["dark_cycles"] += cycles
+        self.link_events["dark_cycles"] += int(cycles)
 
     async def watch_link(self):
         """Count link downs (a chiplet leaves ACTIVE) and recoveries (it is ACTIVE again
@@ -376,7 +460,12 @@ class LinkTB(TB):
         while True:
             await FallingEdge(self.clk)
             await ReadOnly()
-            now = {s: self.status(s)["state"] == 2 for s in "ab"}
+            st = {s: self.status(s) for s in "ab"}
+            for s in "ab":
+                self.failed_now[s] = st[s]["failed"]
+                if st[s]["state"] == 3 and self.first_failed[s] is None:
+                    self.first_failed[s] = self.cycle
+            now = {s: st[s]["state"] == 2 for s in "ab"}
             if self.pcs:
                 now.update({"pcs_" + s: bool(int(getattr(self.dut, f"o_pcs_up_{s}").value))
                             for s in "ab"})
@@ -463,12 +552,37 @@ class LinkTB(TB):
         return out
 
     async def budget(self):
-        """Fail with :meth:`pending_report` once ``max_cycles`` cycles have passed."""
+        """Once ``max_cycles`` cycles have passed: strict, fail with
+        :meth:`pending_report`; otherwise (``fusionfabric link``) return, setting
+        ``stopped`` (the run then ends with its report)."""
         while self.cycle < self.max_cycles:
-            await Timer(10 * 256, unit="ns")
+            await ClockCycles(self.clk, self.max_cycles - self.cycle)
+        if not self.strict:
+            self.stopped = True
+            return
         await ReadOnly()
         raise ScoreboardError(f"link run exceeded max_cycles={self.max_cycles} (seed "
                               f"{self.seed}): {self.pending_report()}")
+
+    def finished(self, reqs) -> bool:
+        """Every request sent and every non-posted one completed, and: everything
+        delivered and answered, or (a dark lane for good) a chiplet failed."""
+        if not all(r.done() for r in reqs) or any(s.outstanding for s in self.sides):
+            return False
+        if not (self.sb_req.pending or self.sb_cpl.pending
+                or any(s.pending_rsp or s.rsp_src.queue for s in self.sides)):
+            return True
+        return (self.permanent_dark and self.dark_from is not None
+                and any(self.failed_now.values()))
+
+    async def wait_done(self, reqs):
+        last = 0.0
+        while not self.finished(reqs):
+            if self.progress_file and time.monotonic() - last > 0.5:
+                last = time.monotonic()
+                with open(self.progress_file, "w") as f:
+                    json.dump({"delivered": self.sb_req.delivered, "cycle": self.cycle}, f)
+            await Timer(10 * 64, unit="ns")
 
     async def pauser(self):
         name, start, cycles = self.pause
@@ -511,23 +625,30 @@ class LinkTB(TB):
         reqs = [cocotb.start_soon(self.sides[0].requester(self.n))]
         if not self.one_way:
             reqs.append(cocotb.start_soon(self.sides[1].requester(self.n)))
-        for r in reqs:
-            await r
-        while (self.sb_req.pending or self.sb_cpl.pending
-               or any(s.pending_rsp or s.outstanding or s.rsp_src.queue for s in self.sides)):
-            await Timer(10 * 64, unit="ns")
-        t1 = self.cycle
+        waiter = cocotb.start_soon(self.wait_done(reqs))
+        if budget is not None and not self.strict:
+            await First(waiter.complete, budget.complete)
+        else:
+            await waiter
+        t1 = self.t_end = self.cycle
         self.watchdog.stop()
-        if budget is not None:
+        if self.stopped:
+            # the bound: stop the traffic where it is, report what happened so far
+            for task in (waiter, outages, *reqs):
+                if not task.done():
+                    task.cancel()
+        elif budget is not None:
             budget.cancel()
-        await outages
-        if dark_lane is not None:
-            await dark_lane
+        if not self.stopped:
+            await outages
+            if dark_lane is not None and not self.permanent_dark:
+                await dark_lane
         self.faults_off = True      # no new errors: every hit flit gets checked below
         await Timer(10 * 400, unit="ns")   # let in-flight control flits and counters settle
         # a link drop near the end of the traffic may still be retraining (PCS relock and
-        # DL bring-up take several hundred cycles): give it up to 5,000 cycles
-        for _ in range(5000):
+        # DL bring-up take several hundred cycles): give it up to 5,000 cycles (not for a
+        # lane dark for good, nor after the bound)
+        for _ in range(0 if self.stopped or self.permanent_dark else 5000):
             await FallingEdge(self.clk)
             await ReadOnly()
             if all(self.status(s)["state"] == 2 for s in "ab"):
@@ -555,6 +676,38 @@ class LinkTB(TB):
                 steady = sum(b for _, b in dl[i0 + 1:i1 + 1]) / span
         starts = {d: int(getattr(self.dut, f"o_starts_{d}").value.to_unsigned())
                   for d in ("ab", "ba")} if self.pcs else None
+        # flits hit by bit errors and flits cut by drops, apart (ChipletPair's channel)
+        apart = {}
+        if hasattr(self.dut, "o_err_flits_ab"):
+            for key, sig in (("flits_hit_err", "o_err_flits"), ("flits_cut", "o_lost_flits")):
+                apart[key] = sum(int(getattr(self.dut, f"{sig}_{d}").value.to_unsigned())
+                                 for d in ("ab", "ba"))
+        if self.dark_from is not None and self.permanent_dark:
+            self.link_events["dark_cycles"] = self.cycle - self.dark_from
+        # the senders' accounting (LinkLedger: delivered in order, refused never, one
+        # completion per non-posted request); a broken promise is reported, not raised
+        ledgers, ledger_error = {}, None
+        for side in self.sides:
+            if self.stopped:        # cut short: completions may still be due
+                break
+            try:
+                ledgers[side.name] = side.ledger.check()
+            except AssertionError as exc:
+                ledger_error = f"side {side.name}: {exc}"
+        held = {"posted": 0, "nonposted": 0}
+        for side in self.sides:
+            # accepted, not delivered: the tail still in the link's buffers
+            accepted = [m for m, refused, _ in side.ledger.log if not refused]
+            for m in accepted[len(side.ledger.delivered_msgs):]:
+                held["posted" if m.opcode in POSTED_OPS else "nonposted"] += 1
+        # non-posted requests taken by the port (refused or not) without a completion;
+        # requests the port never took (it stalled) are ``not_taken``
+        unanswered = not_taken = 0
+        for side in self.sides:
+            log = side.ledger.log
+            unanswered += (sum(1 for m, _, _ in log if m.opcode not in POSTED_OPS)
+                           - sum(len(v) for v in side.ledger.cpls.values()))
+            not_taken += side.sent - len(log)
         stats = {
             "steady_bytes_per_cycle": steady,
             "start_rows": starts,
@@ -564,7 +717,11 @@ class LinkTB(TB):
             "completions": self.sb_cpl.delivered,
             "duplicates": self.sb_req.duplicates + self.sb_cpl.duplicates,
             "corrupt": self.sb_req.corrupt + self.sb_cpl.corrupt,
-            "lost": self.sb_req.pending + self.sb_cpl.pending,
+            # lost: expected, never delivered; a lane dark for good: the held tail is
+            # accounted (above), the rest is lost
+            "lost": (self.sb_req.pending - (held["posted"] + held["nonposted"]
+                                            if self.permanent_dark and not self.stopped
+                                            else 0)) + self.sb_cpl.pending,
             "replays": sa["replays"] + sb["replays"],
             "timeouts": sa["timeouts"] + sb["timeouts"],
             "crc_errors": sa["crc_err"] + sb["crc_err"],
@@ -579,7 +736,23 @@ class LinkTB(TB):
                                "p99": lat[int(0.99 * (len(lat) - 1))] if lat else None,
                                "max": lat[-1] if lat else None},
             "status_a": sa, "status_b": sb, "hits": hits, "words": words,
-            "pcs": self.pcs, **self.link_events,
+            "pcs": self.pcs, **self.link_events, **apart,
+            # fault escalation, as the accelerators saw it (independent of the STATUS
+            # counters): requests refused while failed (the port's ``failed`` set when
+            # the header was taken), ERROR and TIMEOUT completions made by the own chiplet,
+            # requests accepted but not delivered (held by the link), non-posted requests
+            # with no completion at all (unreported), late answers the completers sent
+            "refused_seen": {k: sum(s.refused[k] for s in self.sides)
+                             for k in ("posted", "nonposted")},
+            "error_cpls_seen": {k: sum(s.error_cpls[k] for s in self.sides)
+                                for k in ("error", "timeout")},
+            "held": held, "unreported": unanswered, "not_taken": not_taken,
+            "late_answers": self.late_sent,
+            "ledger": ledgers, "ledger_error": ledger_error,
+            "first_failed": dict(self.first_failed), "dark_from": self.dark_from,
+            "dark_permanent": self.permanent_dark,
+            "failed_at_end": {s: int((sa, sb)[i]["failed"]) for i, s in enumerate("ab")},
+            "stopped_at_max_cycles": self.stopped, "end_cycle": self.t_end,
         }
         if self.stats_file:
             with open(self.stats_file, "w") as f:

@@ -106,6 +106,9 @@ class PeerResetTB(TB):
         for s in ("i_err_ab", "i_err_ba", "i_drop_ab", "i_drop_ba", "i_dark_ab", "i_dark_ba",
                   "i_rst_a", "i_rst_b", "i_link_up_a", "i_link_up_b"):
             getattr(dut, s).value = 0
+        for s in ("i_dark_lanes_ab", "i_dark_lanes_ba"):     # ChipletPcsPair only
+            if hasattr(dut, s):
+                getattr(dut, s).value = 0
         for side in "ab":
             for port in ("i_req", "i_rsp"):
                 getattr(dut, f"{side}_{port}__valid").value = 0
