@@ -89,6 +89,7 @@ REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int]] = [
     ("reduce-unit", {}),
     ("reduce-unit", {"dtypes": "bf16,fp32"}),
     ("reduce-unit", {"add_stages": 5}),
+    ("reduce-unit", {"cycles_per_flit": 2}),
     ("rs-encoder", {"P": 8}),
     ("rs-decoder", {"P": 8}),
     ("fabric", {"n_endpoints": 2}),
