@@ -88,6 +88,7 @@ REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int]] = [
     ("switch", {"n_ports": 8, "data_width": 64}),
     ("reduce-unit", {}),
     ("reduce-unit", {"dtypes": "bf16,fp32"}),
+    ("reduce-unit", {"dtypes": "fp32"}),
     ("reduce-unit", {"add_stages": 5}),
     ("reduce-unit", {"cycles_per_flit": 2}),
     ("rs-encoder", {"P": 8}),
