@@ -28,7 +28,7 @@ from .config import (Config, ConfigError, LinkParams, SwitchParams, TopologyPara
                      check_clos, max_iterations, parse_loads, ROUTINGS)
 from .engine import Departures
 
-__all__ = ["ClosFabric", "run_clos_sweep", "ecmp_uplink"]
+__all__ = ["ClosFabric", "run_clos_sweep", "ecmp_uplink", "clos_group_tables"]
 
 #: Cycles per kernel call (as sim/fabric/run.py).
 CHUNK = 2048
@@ -53,7 +53,7 @@ class ClosFabric:
     def __init__(self, switch: SwitchParams, link: LinkParams | None, topo: TopologyParams,
                  batch: int = 1, *, window: tuple[int, int] = (0, 1 << 62),
                  src_queue: int = 4096, log: bool = False, log_capacity: int = 1 << 20,
-                 parallel: bool = True):
+                 parallel: bool = True, groups: dict | None = None):
         check_clos(topo, switch)
         link = link or LinkParams()
         if link.admission != "fifo":
@@ -90,8 +90,11 @@ class ClosFabric:
         K2 = topo.link_credits or 2 * L2 + 1
         LM, KM = max(L, L2), max(K, K2)
         cap = switch.depth
-        G = 1
-        self.groups = _k.Groups(np.zeros((G, N), np.bool_), np.zeros(G, np.bool_),
+        G = switch.n_groups
+        members, gvalid = clos_group_tables(groups or {}, G, LV, E, SP, N)
+        self.global_groups = {g: sorted(set(int(m) for m in mem))
+                              for g, mem in (groups or {}).items()}
+        self.groups = _k.Groups(members, gvalid,
                                 np.ones((max(N, topo.endpoints), 1), np.bool_))
         self.p = np.zeros(len(_k.P), dtype=np.int64)
         pv = dict(N=N, FIFO=0, CAP=cap, ITERS=iters, OUT_DEPTH=switch.out_depth, L=L,
@@ -148,14 +151,19 @@ class ClosFabric:
         self.t = 0
 
     # -- running ---------------------------------------------------------------------------
-    def step(self, gdest, gsize, ready=None) -> None:
+    def step(self, gdest, gsize, ready=None, gkind=None) -> None:
         """Advance ``C`` cycles; arrays ``(batch, C, endpoints)``: packets created per
-        (point, cycle, source endpoint) to destination endpoints (size 0: none), unicast;
-        ``ready``: optional endpoint-side ready pattern (default always ready). ``int16``
-        arrays (the traffic generators' type) go to the kernel as they are, others as
-        ``int64``, and the packet kinds (all unicast) are one zero broadcast over the
-        chunk: a chunk of the default sweep has 10 x 2,048 x 1,024 entries per array, and
-        copies to ``int64`` would cost about a second of serial time per chunk."""
+        (point, cycle, source endpoint) to destination endpoints (size 0: none);
+        ``ready``: optional endpoint-side ready pattern (default always ready); ``gkind``:
+        optional packet kinds, 0 unicast, 1 multicast (``gdest`` is then a global group
+        of ``groups``; default all unicast), 2 and 3 (REDUCE, RESULT: the source leaf
+        drops them and counts ``drop_kind``, as a switch without reduction units does).
+        ``int16`` arrays (the traffic generators' type) go to the kernel as they are,
+        others as ``int64``; without ``gkind`` the kinds are one zero broadcast over the
+        chunk (a chunk of the default sweep has 10 x 2,048 x 1,024 entries per array, and
+        copies to ``int64`` would cost about a second of serial time per chunk), with it a
+        read-only strided view of the same numba type, so that both run one compiled
+        kernel."""
         i16 = np.asarray(gdest).dtype == np.int16 and np.asarray(gsize).dtype == np.int16
         dt = np.int16 if i16 else np.int64
         gdest = np.ascontiguousarray(gdest, dtype=dt)
@@ -164,7 +172,27 @@ class ClosFabric:
         if (B, n) != (self.batch, self.endpoints) or gsize.shape != gdest.shape:
             raise ValueError(f"traffic chunk shape {gdest.shape} does not match batch "
                              f"{self.batch} x cycles x {self.endpoints} endpoints")
-        gkind = np.broadcast_to(np.zeros(1, dt), gdest.shape)
+        if gkind is None:
+            gkind = np.broadcast_to(np.zeros(1, dt), gdest.shape)
+        else:
+            gkind = np.asarray(gkind)
+            if gkind.shape != gdest.shape:
+                raise ValueError(f"gkind shape {gkind.shape} != {gdest.shape}")
+            live = gsize > 0
+            bad = live & ((gkind < 0) | (gkind > 3))
+            if bad.any():
+                raise ConfigError(f"packet kind {int(gkind[bad][0])} is not 0 (unicast), 1 "
+                                  "(multicast), 2 or 3 (reduction: dropped by the Clos's "
+                                  "switches, which have no reduction units)")
+            mc = live & (gkind == 1)
+            off = mc & ((gdest < 0) | (gdest > 0xFFFF))
+            if off.any():
+                raise ConfigError(f"multicast to group {int(gdest[off][0])}: a Clos flit's "
+                                  "group field is 0..65535")
+            full = np.zeros(gdest.shape + (2,), dt)
+            full[..., 0] = gkind
+            gkind = full[..., 0]
+            gkind.flags.writeable = False
         if ready is None:
             ready_arr, use_ready = np.ones((1, 1, 1), dtype=np.bool_), 0
         else:
@@ -233,6 +261,50 @@ class ClosFabric:
         B, S, LV, E = self.batch, self.nsw, self.leaves, self.epl
         out = self.s["st"][:, :, _k.S["flits_out"]].reshape(B, S, -1)
         return out[:, :LV, E:E + self.spines].copy()
+
+
+def clos_group_tables(groups: dict, G: int, leaves: int, epl: int, spines: int, N: int):
+    """Per-switch group tables of a Clos from its global groups (group id -> member
+    endpoints): ``members[s * G + g, port]`` for switch ``s`` (leaves first, then spines)
+    and ``gvalid[g]``. Leaf ``l``'s row of ``g`` holds its local members' ports and, when a
+    member is on another leaf, every uplink (the ingress sends one copy up the uplink its
+    routing picks, and none for a flit that came down); spine ``k``'s row holds port ``l``
+    for every leaf ``l`` with a member (the ingress skips the flit's own leaf). Bad groups
+    raise :class:`ConfigError` in one line."""
+    n = leaves * epl
+    S = leaves + spines
+    members = np.zeros((S * G, N), np.bool_)
+    gvalid = np.zeros(G, np.bool_)
+    for g, mem in groups.items():
+        if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or not 0 <= g < G:
+            raise ConfigError(f"multicast group {g!r} is outside 0..{G - 1} "
+                              f"(switch.n_groups={G})")
+        if isinstance(mem, dict):
+            raise ConfigError(f"group {g}: reduction groups (members, mode, root) are "
+                              f"modelled on one switch, not on a Clos")
+        mem = [m for m in mem]
+        if len(mem) > n:
+            raise ConfigError(f"group {g} has {len(mem)} members, more than the Clos's "
+                              f"{n} endpoints")
+        seen = set()
+        for m in mem:
+            if (isinstance(m, bool) or not isinstance(m, (int, np.integer))
+                    or not 0 <= m < n):
+                raise ConfigError(f"group {g} member {m!r} is not an endpoint 0..{n - 1}")
+            if int(m) in seen:
+                raise ConfigError(f"group {g} lists endpoint {int(m)} twice")
+            seen.add(int(m))
+        gvalid[g] = True
+        on = sorted({m // epl for m in seen})
+        for m in seen:
+            members[(m // epl) * G + g, m % epl] = True
+        for l in range(leaves):
+            if any(x != l for x in on):
+                members[l * G + g, epl:epl + spines] = True
+        for k in range(spines):
+            for l in on:
+                members[(leaves + k) * G + g, l] = True
+    return members, gvalid
 
 
 def _progress(total, enabled):
@@ -350,16 +422,25 @@ def run_clos_sweep(cfg: Config, *, progress: bool | None = None, log: bool = Fal
 
 
 def run_clos_trace(switch: SwitchParams, topo: TopologyParams, packets, cycles: int, *,
-                   link: LinkParams | None = None, ready=None) -> ClosFabric:
-    """Run one trace of unicast packets ``(cycle, src, dest, size)`` (endpoint numbers; a
-    source's packets in trace order, same-cycle ones on the next free cycles, as
-    :func:`~.exact.run_trace`) through one Clos with the departure log; return it."""
+                   link: LinkParams | None = None, ready=None,
+                   groups: dict | None = None) -> ClosFabric:
+    """Run one trace of packets ``(cycle, src, dest, size)`` (unicast) or ``(cycle, src,
+    dest, size, kind)`` (kind 0 unicast, 1 multicast to global group ``dest`` of
+    ``groups``: group id -> member endpoints) (endpoint numbers; a source's packets in
+    trace order, same-cycle ones on the next free cycles, as :func:`~.exact.run_trace`)
+    through one Clos with the departure log; return it."""
     from .exact import _dense
 
     n = topo.leaves * topo.endpoints_per_leaf
-    gdest, gsize, _ = _dense([(c, s, d, z, 0) for c, s, d, z in packets], n, cycles)
-    hops = 3 * int(gsize.sum()) + 1024
+    rows = [(p[0], p[1], p[2], p[3], p[4] if len(p) > 4 else 0) for p in packets]
+    gdest, gsize, gkind = _dense(rows, n, cycles)
+    # departures: at most 3 per unicast flit; per multicast flit one per member, one up
+    # and one down per leaf
+    hops = 1024 + sum(int(p[3]) * (3 if p[4] != 1 else
+                                   len((groups or {}).get(p[2], ())) + 1 + topo.leaves)
+                      for p in rows)
     fab = ClosFabric(switch, link, topo, 1, log=True, log_capacity=hops,
-                     src_queue=max(16, len(packets) + 1))
-    fab.step(gdest, gsize, None if ready is None else np.asarray(ready, bool)[None, :cycles])
+                     src_queue=max(16, len(packets) + 1), groups=groups)
+    fab.step(gdest, gsize, None if ready is None else np.asarray(ready, bool)[None, :cycles],
+             gkind=gkind if any(p[4] for p in rows) else None)
     return fab

@@ -71,6 +71,10 @@ FIFO takes the flits the upstream switch's output stage put on the link ``L2`` c
 earlier, and in step 3 its output stage sends with the downstream input's link credits
 (returned by that input's ingress, usable ``L2 + 1`` cycles later). With ``L2 >= 1`` no
 switch reads what another wrote in the same cycle, so the switches' order does not matter.
+The group table then has ``G`` rows per switch (``members[s * G + g]``, sim/fabric/clos.py,
+``clos_group_tables``): a multicast flit is copied, lowest port first, to its switch's row
+of the group, a spine skipping the flit's own leaf and a leaf adding one copy up the
+routed uplink, last, for a flit from an endpoint (docs/model.md, "Multicast").
 """
 
 from __future__ import annotations
@@ -200,11 +204,18 @@ def _route(d, info, e0, nep, NE, EPL, SPINES, ROUTING):
         return d // EPL
     if d >= e0 and d < e0 + nep:
         return d - e0
+    return _uplink(d, info, nep, SPINES, ROUTING)
+
+
+def _uplink(key, info, nep, SPINES, ROUTING):
+    """The uplink port of a leaf for a flit leaving it: ``key`` (the destination endpoint
+    of a unicast flit, the group of a multicast one) mod ``SPINES`` (deterministic), the
+    ECMP hash of (source, ``key``), or -2 (adaptive: the caller picks)."""
     if ROUTING == 0:
-        return nep + d % SPINES
+        return nep + key % SPINES
     if ROUTING == 1:
         src = (info >> SRC_SHIFT) & SRC_MASK
-        return nep + ecmp_hash(src, d) % SPINES
+        return nep + ecmp_hash(src, key) % SPINES
     return -2
 
 
@@ -368,6 +379,7 @@ def _cycles(pt, boff, nsw, p, groups, traffic, state, log, net):
             nep = neps[sw]
             N = nports[sw]
             ITERS = iters[sw]
+            gb = sw * G                 # this switch's rows of the group table
             # ---- 1. traffic --------------------------------------------------------
             for i in range(nep):
                 sz = tr_gsize[pt, c, e0 + i]
@@ -379,9 +391,15 @@ def _cycles(pt, boff, nsw, p, groups, traffic, state, log, net):
                 if kd == 1:
                     copies = 0
                     if d < G and g_gvalid[d]:
-                        for o in range(N):
-                            if g_members[d, o]:
-                                copies += 1
+                        if TOPO:                # the group's endpoints on every leaf
+                            for lf in range(nsw - SPINES):
+                                for o in range(EPL):
+                                    if g_members[lf * G + d, o]:
+                                        copies += 1
+                        else:
+                            for o in range(N):
+                                if g_members[d, o]:
+                                    copies += 1
                 if in_window:
                     st[b, i, 7] += sz
                     st[b, i, 8] += 1
@@ -694,22 +712,42 @@ def _cycles(pt, boff, nsw, p, groups, traffic, state, log, net):
                 d = (info >> 48) & DMASK
                 rdy = False
                 tgt = d
+                lastcopy = True
+                if TOPO and kd == 0:
+                    tgt = _route(d, info, e0, nep, NE, EPL, SPINES, ROUTING)
+                elif TOPO and kd == 1:
+                    # Clos multicast: this switch's row of the group, lowest port first; a
+                    # spine never sends back to the flit's own leaf (its input i); a leaf
+                    # adds one copy up the routed uplink, last, for a flit from an endpoint
+                    # when members are on other leaves; no target here: dropped
+                    tgt = -1
+                    if d < G and g_gvalid[d]:
+                        lim = nep if nep > 0 else N
+                        for o in range(lim):
+                            if (g_members[gb + d, o] and not done[b, i, o]
+                                    and (nep > 0 or o != i)):
+                                if tgt < 0:
+                                    tgt = o
+                                else:
+                                    lastcopy = False
+                                    break
+                        if nep > 0 and i < nep and g_members[gb + d, nep]:
+                            if tgt >= 0:
+                                lastcopy = False
+                            else:
+                                tgt = _uplink(d, info, nep, SPINES, ROUTING)
+                if tgt == -2:                       # adaptive: least occupied uplink
+                    if (info >> 44) & 1:
+                        s0 = ecmp_hash((info >> SRC_SHIFT) & SRC_MASK, d) % SPINES
+                        k = nep + s0
+                        for j in range(1, SPINES):
+                            o = nep + (s0 + j) % SPINES
+                            if occ[b, o] < occ[b, k]:
+                                k = o
+                        hold[b, i] = k
+                    tgt = hold[b, i]
                 if kd == 0:
-                    if TOPO:
-                        tgt = _route(d, info, e0, nep, NE, EPL, SPINES, ROUTING)
-                        if tgt == -2:               # adaptive: least occupied uplink
-                            if (info >> 44) & 1:
-                                s0 = ecmp_hash((info >> SRC_SHIFT) & SRC_MASK, d) % SPINES
-                                k = nep + s0
-                                for j in range(1, SPINES):
-                                    o = nep + (s0 + j) % SPINES
-                                    if occ[b, o] < occ[b, k]:
-                                        k = o
-                                hold[b, i] = k
-                            tgt = hold[b, i]
-                        bad = tgt < 0
-                    else:
-                        bad = d >= N
+                    bad = tgt < 0 if TOPO else d >= N
                     if bad:
                         st[b, i, 4] += 1
                         rdy = True
@@ -717,12 +755,15 @@ def _cycles(pt, boff, nsw, p, groups, traffic, state, log, net):
                     else:
                         drop = False
                 elif kd == 1:
-                    drop = True
-                    if d < G and g_gvalid[d]:
-                        for o in range(N):
-                            if g_members[d, o]:
-                                drop = False
-                                break
+                    if TOPO:
+                        drop = tgt < 0
+                    else:
+                        drop = True
+                        if d < G and g_gvalid[d]:
+                            for o in range(N):
+                                if g_members[d, o]:
+                                    drop = False
+                                    break
                     if drop:
                         st[b, i, 5] += 1
                         rdy = True
@@ -742,12 +783,10 @@ def _cycles(pt, boff, nsw, p, groups, traffic, state, log, net):
                             q_cnt[b, i, 0] += 1
                             rdy = True
                     else:
-                        if kd == 0:
+                        if kd == 0 or TOPO:
                             target = tgt
-                            lastcopy = True
                         else:
                             target = -1
-                            lastcopy = True
                             for o in range(N):
                                 if g_members[d, o] and not done[b, i, o]:
                                     if target < 0:
@@ -2155,6 +2194,7 @@ def _rd_kernel_threads(p, groups, traffic, state, rs, log):
 
 _jit = dict(cache=True, nogil=True, error_model="numpy")
 ecmp_hash = numba.njit(**_jit)(ecmp_hash)
+_uplink = numba.njit(**_jit)(_uplink)
 _route = numba.njit(**_jit)(_route)
 _voq_send = numba.njit(**_jit)(_voq_send)
 _cycles = numba.njit(**_jit)(_cycles)
