@@ -14,6 +14,7 @@ dry run). Soak: ``make bitstream BOARD=ulx3s-85f`` on the real slice, to a bitst
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import tomllib
@@ -261,8 +262,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _make_n(*args):
-    return subprocess.run(["make", "-n", "bitstream", *args], cwd=ROOT, capture_output=True,
-                          text=True, check=True).stdout.splitlines()
+    """The commands ``make -n bitstream`` prints, also when the test itself runs under
+    ``make test`` (the outer make's flags and level would add "Entering/Leaving
+    directory" lines)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return subprocess.run(["make", "--no-print-directory", "-n", "bitstream", *args],
+                          cwd=ROOT, capture_output=True, text=True, check=True,
+                          env=env).stdout.splitlines()
 
 
 def test_make_bitstream_from_a_fresh_clone(tmp_path):
