@@ -146,6 +146,7 @@ async def test_slice(dut):
         assert 1 in want_f and all(w is None or w == g for w, g in zip(want_f, got_f)), \
             f"report's f field {got_f}, want {want_f} (seed {tb.seed})"
     fault = p.get("fault", "none") != "none"
-    assert led["links_active"] == 1 and led["done"] == 1 and led["link_failed"] == 0
+    assert led["links_active"] == 1 and led["done"] == 1 and led["link_failed"] == 0, \
+        f"LEDs {led} (seed {tb.seed})"
     assert (led["pass"], led["fail"], led["errors"]) == ((0, 1, 1) if fault else (1, 0, 0)), \
         f"LEDs {led} (seed {tb.seed})"
