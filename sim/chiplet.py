@@ -33,9 +33,9 @@ import numpy as np
 
 from fusionfabric.formats.chiplet import (ADDR_BITS, CREDIT_BITS, DL_HEADER, LENGTHS,
                                          NON_POSTED, POSTED, SEQ_BITS, SLOT_BITS, SLOT_BYTES,
-                                         SLOTS_PER_TL, TAG_BITS, TL_BYTES, TL_HEADER, VC, Opcode,
-                                         Status, check_phy_params, check_tl_per_dl,
-                                         dl_flit_slots)
+                                         SLOTS_PER_TL, TAG_BITS, TL_BYTES, TL_HEADER, VC,
+                                         ChipletParams, LinkState, Opcode, Status,
+                                         check_phy_params, check_tl_per_dl, dl_flit_slots)
 from fusionfabric.formats.pcs import BlockType, control_word
 from fusionfabric.formats.switch import CHUNK_BITS, Dtype, Kind, Op
 
@@ -43,6 +43,7 @@ __all__ = [
     "length_code", "opcode_vc", "data_slots", "Message", "message_slots", "pack_tl",
     "unpack_tl", "DLHeader", "dl_frame", "dl_parse", "crc32", "crc_syndromes", "switch_kind",
     "PhyTx", "PhyRx", "one_lane_words", "PhyPair", "MemoryModel", "VECTORS", "CompletionTimerModel", "LinkLedger",
+    "DlEscalationModel",
 ]
 
 
@@ -658,3 +659,188 @@ def _vectors_flit(params: dict, seed: int, count: int) -> dict:
 
 
 VECTORS = {"flit": _vectors_flit}
+
+
+# -- fault escalation: the data-link layer's escalation path ---------------------------------
+
+class DlEscalationModel:
+    """Cycle model of a data-link layer's fault escalation (docs/protocol.md, "Bring-up" and
+    "Fault escalation"): link state, ``failed``, the failure counters and the rewinds.
+
+    Written from the spec, independent of ``rtl/chiplet/dl_tx.py``. Call :meth:`step` once per
+    clock cycle with that cycle's inputs; it returns the outputs visible in that cycle (the
+    registers before the clock edge) and then applies the edge. Reset: DOWN, all counts 0.
+
+    Covered:
+
+    * *Bring-up.* DOWN → INIT in the cycle after one with ``link_up`` high; INIT or ACTIVE →
+      DOWN after a cycle with ``link_up`` low; INIT → ACTIVE on a taken good flit that is a
+      bring-up flit with ``init_seen``, or a normal flit whose ``ack`` lies in the window, once
+      the peer's sizes are known (from any taken bring-up flit, this one included). Until its
+      first ACTIVE the DL is fresh and takes only bring-up flits with ``fresh`` and normal
+      flits with an in-window ``ack`` once the sizes are known. DOWN and FAILED take nothing.
+    * *Acks.* A taken flit's ``ack`` is accepted when it lies between the oldest
+      unacknowledged sequence and one past the highest sent (mod 2**SEQ_BITS); a different
+      accepted ``ack`` is ack progress.
+    * *Rewinds.* While ACTIVE: a taken flit with ``nak`` and an accepted ``ack``; and the
+      replay timer, which counts the ACTIVE cycles with flits unacknowledged since the last
+      ack progress or rewind (a cycle with either restarts it, so does any cycle not ACTIVE
+      or with nothing unacknowledged) and asks for a rewind in its ``timeout``-th cycle.
+    * *Replay limit.* Rewinds are counted since the last ack progress (a flit with progress
+      and ``nak`` counts its own rewind as the first); the ``replay_limit``-th is done, the
+      next one due enters FAILED instead (``fail_replay``). The count survives a link drop;
+      entering FAILED clears it.
+    * *Link lost.* Once ``link_up`` has been high in an earlier cycle, a timer counts the
+      cycles that are neither FAILED nor ACTIVE with a good flit; in its ``lost_after``-th
+      cycle the DL enters FAILED (``fail_lost``). A replay-limit failure and a link-lost
+      timeout in the same cycle count as one failure, by the replay limit; a failure wins
+      over a link drop in the same cycle.
+    * *Hold-off.* FAILED lasts ``holdoff`` cycles whatever ``link_up`` does, then DOWN (one
+      cycle at least) and INIT. ``failed`` is set on entering FAILED, cleared on entering
+      ACTIVE. Counters saturate at 16 bits.
+
+    Left out (inputs that would need them raise :class:`ValueError`): peer reset, refresh and
+    link reset ("Peer reset and link reset": a good bring-up flit with ``fresh`` reaching a
+    DL that has been ACTIVE), credits (credit returns are assumed in range: a fresh DL would
+    ignore a flit whose returns do not fit), and the send path: when data flits go out is an
+    input (``new_send``), not predicted.
+
+    Parameters
+    ----------
+    params : ChipletParams, optional
+        ``tl_per_dl``, ``replay_timeout``, ``replay_limit``, ``link_timeout`` and
+        ``retrain_holdoff`` are used; 0 derives a value as the spec's table says. None: the
+        defaults.
+    **overrides
+        Fields of ``ChipletParams`` replacing those of ``params``.
+
+    Raises
+    ------
+    ValueError
+        ``params`` not a ChipletParams, an unknown or out-of-range override (one line).
+    """
+
+    #: the keys of :meth:`outputs`: the state, ``failed``, the failure counters, the rewinds
+    FIELDS = ("state", "failed", "failures", "fail_replay", "fail_lost", "replays", "timeouts")
+
+    _MOD = 1 << SEQ_BITS
+    _TOP = 0xFFFF
+
+    def __init__(self, params=None, **overrides):
+        if params is None:
+            params = ChipletParams()
+        if not isinstance(params, ChipletParams):
+            raise ValueError(f"params={params!r} must be a ChipletParams")
+        bad = sorted(set(overrides) - set(ChipletParams.__dataclass_fields__))
+        if bad:
+            raise ValueError(f"unknown ChipletParams field {bad[0]!r}")
+        p = replace(params, **overrides) if overrides else params
+        self.params = p
+        flit = 4 * p.tl_per_dl + 1                        # slots of one DL flit
+        self.timeout = p.replay_timeout or 8 * flit + 64
+        self.replay_limit = p.replay_limit
+        self.lost_after = p.link_timeout or 16 * self.timeout
+        self.holdoff = p.retrain_holdoff or self.timeout
+        self.state = LinkState.DOWN
+        self.failed = 0
+        self.count = dict.fromkeys(self.FIELDS[2:], 0)
+        self.fresh = True          # not ACTIVE since reset
+        self.sizes = False         # the peer's buffer sizes are known
+        self.up_seen = False       # link_up high in an earlier cycle
+        self.acked = 0             # oldest unacknowledged sequence
+        self.hi = 0                # one past the highest sequence sent
+        self.rewinds = 0           # rewinds since the last ack progress
+        self.timer = 0             # replay timer
+        self.quiet = 0             # link-lost timer
+        self.held = 0              # cycles spent FAILED
+
+    def outputs(self) -> dict:
+        return {"state": self.state, "failed": self.failed, **self.count}
+
+    def _bump(self, name, cond=True):
+        if cond and self.count[name] < self._TOP:
+            self.count[name] += 1
+
+    def step(self, link_up, good=False, *, init=False, init_seen=False, fresh=False, ack=0,
+             nak=False, new_send=False) -> dict:
+        """One cycle. ``link_up``: the PHY is locked; ``good``: a good-CRC flit arrived, with
+        header bits ``init``, ``init_seen``, ``fresh``, ``ack``, ``nak``; ``new_send``: the
+        transmitter picks a data flit never sent before (its sequence is one past the
+        highest sent). Returns :meth:`outputs` of this cycle."""
+        S = LinkState
+        out = self.outputs()
+        st = self.state
+        if new_send and st != S.ACTIVE:
+            raise ValueError(f"new_send in state {S(st).name}: data flits go out only while "
+                             "ACTIVE")
+        ack %= self._MOD
+        window = (self.hi - self.acked) % self._MOD
+        in_window = (ack - self.acked) % self._MOD <= window
+        taken = False
+        if good and st in (S.INIT, S.ACTIVE):
+            if self.fresh:
+                taken = fresh if init else (in_window and self.sizes)
+            elif init and fresh:
+                raise ValueError("a fresh bring-up flit reached a DL that has been ACTIVE: "
+                                 "peer reset or refresh, not covered by this model")
+            else:
+                taken = True
+        accepted = taken and in_window
+        progress = accepted and ack != self.acked
+        nak_due = accepted and nak and st == S.ACTIVE
+
+        # replay timer
+        timer_due = False
+        if st != S.ACTIVE or progress or nak_due or self.hi == self.acked:
+            self.timer = 0
+        else:
+            self.timer += 1
+            if self.timer == self.timeout:
+                timer_due, self.timer = True, 0
+
+        # replay limit
+        if progress:
+            self.rewinds = 0
+        over = False
+        if nak_due or timer_due:
+            if self.rewinds == self.replay_limit:
+                over = True
+            else:
+                self.rewinds += 1
+                self._bump("replays")
+                self._bump("timeouts", timer_due)
+
+        # link-lost timer
+        lost = False
+        if st == S.FAILED or not self.up_seen or (good and st == S.ACTIVE):
+            self.quiet = 0
+        else:
+            self.quiet += 1
+            lost = self.quiet == self.lost_after
+
+        # state
+        if st == S.FAILED:
+            self.held += 1
+            if self.held == self.holdoff:
+                self.state = S.DOWN
+        elif over or lost:
+            self.state, self.failed, self.held = S.FAILED, 1, 0
+            self.rewinds = self.quiet = 0
+            self._bump("failures")
+            self._bump("fail_replay" if over else "fail_lost")
+        elif not link_up:
+            self.state = S.DOWN
+        elif st == S.DOWN:
+            self.state = S.INIT
+        elif (st == S.INIT and taken and (init_seen if init else in_window)
+              and (self.sizes or init)):
+            self.state, self.failed, self.fresh = S.ACTIVE, 0, False
+
+        if taken and init:
+            self.sizes = True
+        if accepted:
+            self.acked = ack
+        if new_send:
+            self.hi = (self.hi + 1) % self._MOD
+        self.up_seen |= bool(link_up)
+        return out
