@@ -6,8 +6,8 @@ bit for bit (also with its planted faults), and the port checker's counters equa
 duplicates, flipped bits, wrong destinations, non-WRITE messages and response beats.
 
 cocotb (tb/fabric/test_bist.py, counters only): two endpoints on Icarus in CI with lane
-faults (BER on every lane + a slip); the planted data flip and skip, 4/8 endpoints and
-Verilator are soak.
+faults (BER on every lane + a slip); the planted data flip and skip, a lane dark for a
+while and one dark for good (3 endpoints), 4/8 endpoints and Verilator are soak.
 """
 
 import json
@@ -341,3 +341,33 @@ def test_fabric_bist_soak_icarus(n, tmp_path):
 def test_fabric_bist_soak_verilator(n, tmp_path):
     _cocotb({"n_endpoints": n}, {"budget": 2000, "load": 256, "ber": 1e-5, "slip_lane": 1,
                                  "slip_at": 5000}, sim="verilator", tmp_path=tmp_path)
+
+
+#: Three endpoints, so that a live pair remains; a link-lost timeout of 1,000 cycles (as the
+#: fabric's own dead-lane test) keeps the run short; no completion timer: the BIST's WRITEs
+#: are never acknowledged, and without the timer a refused WRITE is counted exactly once in
+#: ``cpl_refused`` (with it, each would become an ERROR completion per tag, and the BIST's
+#: tags repeat across destinations).
+DARK_PARAMS = {"n_endpoints": 3, "link_timeout": 1000, "cpl_timeout": 0}
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
+def test_fabric_bist_dark_for_good_icarus(tmp_path):
+    """Endpoint 2's up lane 0 (lane 8) dark for good in traffic, between a clean phase and
+    a phase after the failure (tb/fabric/test_bist.py ``dark_for_good``): live pairs get
+    exactly the model's messages; both chiplets of link 2 FAILED by the link-lost timeout
+    within ``fail_bounds``; endpoint 2's messages and those to it delivered (a prefix),
+    refused (``cpl_refused``) or held within the link's buffers; no live link FAILED, no
+    drop, the live pairs' rate after the failure >= 0.9 of the clean rate."""
+    from fusionfabric.rtl.fabric.fabric import lane_index
+    lane = lane_index(2, 0, 0)
+    res = _cocotb(DARK_PARAMS, {"budget": 40, "clean_budget": 30, "load": 256,
+                                "dark_lane": [lane, 200, 0]}, tmp_path=tmp_path)
+    dark = res["dark"]
+    assert dark["endpoint"] == 2 and dark["cause"] == "lost", dark
+    for side in ("ep", "sw"):
+        d = dark["detect"][side]
+        assert d["fail_lost"] == 1 and d["detect_cycles"] <= dark["bounds"]["lost"] + 234, d
+    assert dark["from_x"]["refused"] >= 30 and dark["to_x"]["refused"] >= 1, dark
+    assert dark["rate_ratio"] >= 0.9, dark
