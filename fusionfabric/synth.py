@@ -74,8 +74,11 @@ __all__ = ["SynthError", "ToolError", "ToolTimeout", "SynthResult", "TARGETS", "
 #: The FPGA report table (``fusionfabric synth --report``): the main blocks at the sizes the
 #: docs compare. A block not registered (yet) is left out. A third element is the row's
 #: placement seed when it is not 1: the seed a sweep picked (docs/fpga.md), so that
-#: ``make synth`` reproduces the row; ``--seed`` on the command line overrides it.
-REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int]] = [
+#: ``make synth`` reproduces the row; ``--seed`` on the command line overrides it. A fourth
+#: element is the row's ``--freq`` target (MHz) when it is not the target's default: the
+#: timing target nextpnr's router converges at for that block (docs/fec.md); ``--freq``
+#: overrides it.
+REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int] | tuple[str, dict, int, float]] = [
     ("scrambler", {"data_width": 64}),
     ("crc", {"data_width": 64}),
     ("pcs-tx", {"n_lanes": 4}),
@@ -91,7 +94,7 @@ REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int]] = [
     ("reduce-unit", {"dtypes": "fp32"}),
     ("reduce-unit", {"add_stages": 5}),
     ("reduce-unit", {"cycles_per_flit": 2}),
-    ("rs-encoder", {"P": 8}),
+    ("rs-encoder", {"P": 8}, 1, 60),
     ("rs-decoder", {"P": 8}),
     ("fabric", {"n_endpoints": 2}),
     ("fabric", {}),
@@ -685,6 +688,8 @@ def format_table(rows: list[SynthResult | tuple[str, str]]) -> str:
         mark = " (saved)" if r.cached else ""
         if r.seed != 1:
             mark += f" seed {r.seed}"
+        if r.target in TARGETS and r.freq_target_mhz not in (0, TARGETS[r.target].freq_mhz):
+            mark += f" freq {r.freq_target_mhz:g}"
         if not ok:
             mark += f" [{len(notes) + 1}]"
             notes.append(f"[{len(notes) + 1}] {r.block} {_short_params(r.block, r.params)}: "

@@ -191,6 +191,29 @@ def test_cli_report_row_seeds(monkeypatch, capsys, tmp_path):
     assert seeds == [("crc", 3), ("scrambler", 3)]
 
 
+def test_cli_report_row_freq(monkeypatch, capsys, tmp_path):
+    """A report row's own --freq target is handed to the flow unless --freq is given; the
+    table marks a row placed at a target other than the default 150 MHz."""
+    monkeypatch.setattr(flow, "check_tools", lambda target: (["y"], ["p"]))
+    monkeypatch.setattr(flow, "_root", lambda: tmp_path)
+    monkeypatch.setattr(flow, "REPORT_SETS", [("crc", {}, 1, 60), ("scrambler", {})])
+    freqs = []
+
+    def fake_synth(name, params, target, freq_mhz=None, **kw):
+        freqs.append((name, freq_mhz))
+        return flow.SynthResult(name, params, target, "85k", "CABGA381", name, lut4=7, ff=3,
+                                fmax_mhz=99.0, freq_target_mhz=freq_mhz or 150.0)
+    monkeypatch.setattr(flow, "synth", fake_synth)
+    assert main(["synth", "--report", "--target", "ecp5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert freqs == [("crc", 60), ("scrambler", None)]
+    assert [ln.endswith(" freq 60") for ln in lines if ln.startswith(("crc", "scrambler"))] \
+        == [True, False]
+    freqs.clear()
+    assert main(["synth", "--report", "--target", "ecp5", "--freq", "100"]) == 0
+    assert freqs == [("crc", 100), ("scrambler", 100)]
+
+
 def test_report_sets_resolve():
     """Every row of the report names registered parameters (a typo would only show up in
     a long `make synth` run); the default, pipelined and crosspoint switches are there."""
@@ -199,7 +222,8 @@ def test_report_sets_resolve():
     for name, params, *seed in flow.REPORT_SETS:
         if name in blocks:
             assert set(get_block(name).resolve(params)) >= set(params), name
-        assert all(isinstance(x, int) and x >= 0 for x in seed), (name, seed)
+        assert len(seed) <= 2 and all(isinstance(x, (int, float)) and x >= 0 for x in seed), \
+            (name, seed)
     switch = [p for n, p, *_ in flow.REPORT_SETS if n == "switch"]
     assert {(bool(p.get("pipeline")), p.get("mode", "voq")) for p in switch} == {
         (False, "voq"), (True, "voq"), (False, "crosspoint")}

@@ -83,18 +83,19 @@ def run(args):
     seed = 1 if args.seed is None else args.seed
     jobs = []
     if args.all:
-        jobs = [(b.name, {}, seed) for b in all_blocks().values()]
+        jobs = [(b.name, {}, seed, args.freq) for b in all_blocks().values()]
     elif args.report:
         jobs = [(row[0], dict(row[1]), row[2] if len(row) > 2 and args.seed is None
-                 else seed) for row in REPORT_SETS if row[0] in all_blocks()]
+                 else seed, row[3] if len(row) > 3 and args.freq is None else args.freq)
+                for row in REPORT_SETS if row[0] in all_blocks()]
     else:
         block = get_block(args.block)
-        jobs = [(block.name, parse_sets(block, args.set), seed)]
+        jobs = [(block.name, parse_sets(block, args.set), seed, args.freq)]
     rows, results, problems = [], [], []
-    for name, params, row_seed in jobs:
+    for name, params, row_seed, row_freq in jobs:
         try:
             r = synth(name, params, args.target, device=args.device, package=args.package,
-                      freq_mhz=args.freq, seed=row_seed, pnr_timeout=args.timeout,
+                      freq_mhz=row_freq, seed=row_seed, pnr_timeout=args.timeout,
                       yosys_timeout=args.yosys_timeout, force=args.force)
         except ToolError as exc:
             rows.append((name, f"failed: {exc}"))
