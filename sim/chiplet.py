@@ -690,6 +690,12 @@ class DlEscalationModel:
       and ``nak`` counts its own rewind as the first); the ``replay_limit``-th is done, the
       next one due enters FAILED instead (``fail_replay``). The count survives a link drop;
       entering FAILED clears it.
+    * *Progress watchdog.* A second count of the cycles since the last ack progress, in
+      every state but FAILED, while flits are unacknowledged (a cycle with nothing
+      unacknowledged, or with progress, restarts it); in its ``stall_after``-th cycle
+      (``replay_limit + 2`` replay timeouts) the DL enters FAILED, counted as
+      ``fail_replay``. The replay timer restarts at every bring-up, so without it a PHY that
+      drops more often than once per replay timeout would never fail the DL.
     * *Link lost.* Once ``link_up`` has been high in an earlier cycle, a timer counts the
       cycles that are neither FAILED nor ACTIVE with a good flit; in its ``lost_after``-th
       cycle the DL enters FAILED (``fail_lost``). A replay-limit failure and a link-lost
@@ -740,6 +746,7 @@ class DlEscalationModel:
         self.timeout = p.replay_timeout or 8 * flit + 64
         self.replay_limit = p.replay_limit
         self.lost_after = p.link_timeout or 16 * self.timeout
+        self.stall_after = (self.replay_limit + 2) * self.timeout
         self.holdoff = p.retrain_holdoff or self.timeout
         self.state = LinkState.DOWN
         self.failed = 0
@@ -752,6 +759,7 @@ class DlEscalationModel:
         self.rewinds = 0           # rewinds since the last ack progress
         self.timer = 0             # replay timer
         self.quiet = 0             # link-lost timer
+        self.stall = 0             # progress watchdog
         self.held = 0              # cycles spent FAILED
 
     def outputs(self) -> dict:
@@ -810,6 +818,14 @@ class DlEscalationModel:
                 self._bump("replays")
                 self._bump("timeouts", timer_due)
 
+        # progress watchdog
+        if st == S.FAILED or progress or self.hi == self.acked:
+            self.stall = 0
+        else:
+            self.stall += 1
+            if self.stall == self.stall_after:
+                over, self.stall = True, 0
+
         # link-lost timer
         lost = False
         if st == S.FAILED or not self.up_seen or (good and st == S.ACTIVE):
@@ -825,7 +841,7 @@ class DlEscalationModel:
                 self.state = S.DOWN
         elif over or lost:
             self.state, self.failed, self.held = S.FAILED, 1, 0
-            self.rewinds = self.quiet = 0
+            self.rewinds = self.quiet = self.stall = 0
             self._bump("failures")
             self._bump("fail_replay" if over else "fail_lost")
         elif not link_up:

@@ -348,21 +348,28 @@ class _Flap(_Peer):
         return link_up, True, self._plain(state, 0)
 
 
-def test_flapping_phy_starves_the_replay_timer():
+def test_flapping_phy_fails_by_the_progress_watchdog():
     """The replay timer restarts at each bring-up and the link-lost timer at each good flit
     while ACTIVE, so with the PHY dropping more often than every replay timeout and the
-    peer's flits good but never acking, neither cause ever fires: the DL never fails,
-    although its data flit goes unacknowledged far beyond ``fail_bounds()['replay']``
-    (the model and the DUT agree on this)."""
+    peer's flits good but never acking, neither fires: no rewind is ever made. The progress
+    watchdog fails the DL (counted as ``fail_replay``) exactly ``fail_bounds()['stall']``
+    cycles after the cycle following the data flit's pick, through the drops; after the
+    hold-off and retrain it fails again, one watchdog period after leaving FAILED (the
+    model and the DUT agree every cycle)."""
     p, ins, outs = _check(0, 400, _Flap)
     pick = next(c for c, i in enumerate(ins) if i["new_send"])
-    assert len(outs) - pick > 4 * p.fail_bounds()["replay"], SCRIPTED_SEED
     assert not any(i["ack"] for i in ins), SCRIPTED_SEED
-    assert outs[-1]["failures"] == outs[-1]["replays"] == 0, SCRIPTED_SEED
-    drops = sum(1 for a, b in zip(ins, ins[1:]) if a["link_up"] and not b["link_up"])
-    actives = sum(1 for a, b in zip(outs, outs[1:])
-                  if a["state"] != LinkState.ACTIVE and b["state"] == LinkState.ACTIVE)
-    assert drops >= 10 and actives >= drops, SCRIPTED_SEED
+    drops = sum(1 for a, b in zip(ins[:pick + p.stall_after], ins[1:pick + p.stall_after])
+                if a["link_up"] and not b["link_up"])
+    assert drops >= 2, f"{SCRIPTED_SEED}: {drops} drops before the watchdog"
+    fails = [c for c in range(1, len(outs))
+             if outs[c]["state"] == LinkState.FAILED != outs[c - 1]["state"]]
+    assert fails and fails[0] - (pick + 1) == p.fail_bounds()["stall"], \
+        f"{SCRIPTED_SEED}: FAILED at {fails}, pick {pick}, stall {p.stall_after}"
+    last = outs[-1]
+    assert last["replays"] == 0 and last["fail_lost"] == 0, f"{SCRIPTED_SEED}: {last}"
+    assert last["fail_replay"] == last["failures"] == len(fails) >= 2, \
+        f"{SCRIPTED_SEED}: {last}, FAILED at {fails}"
 
 
 class _Rules(_Peer):
@@ -507,6 +514,7 @@ def test_model_derived_parameters_and_fail_bounds(tl_per_dl):
     T = 8 * (4 * tl_per_dl + 1) + 64
     assert (m.timeout, m.lost_after, m.holdoff) == (T, 16 * T, T)
     assert (m.timeout, m.lost_after, m.holdoff) == (p.timeout, p.lost_after, p.holdoff)
+    assert m.stall_after == 4 * T == p.stall_after == p.fail_bounds()["stall"]
     # the figures the spec quotes for the defaults (replay_limit 16)
     d = DlEscalationModel(tl_per_dl=tl_per_dl)
     assert (d.replay_limit + 1) * d.timeout == {1: 1768, 4: 3400, 32: 18632}[tl_per_dl]

@@ -299,6 +299,16 @@ class ChipletParams:
         return self.link_timeout or 16 * self.timeout
 
     @property
+    def stall_after(self) -> int:
+        """Progress watchdog in cycles: ``replay_limit + 2`` replay timeouts.
+
+        Counted while flits are unacknowledged, in every state but FAILED, from the last ack
+        progress. While ACTIVE throughout, the replay limit fails the DL a replay timeout
+        earlier; the watchdog catches what the replay timer cannot: a PHY that drops more
+        often than once per replay timeout restarts that timer at every bring-up."""
+        return (self.replay_limit + 2) * self.timeout
+
+    @property
     def holdoff(self) -> int:
         """Cycles spent FAILED before retraining: ``retrain_holdoff`` or, if 0, one replay
         timeout."""
@@ -313,8 +323,12 @@ class ChipletParams:
         """Detection bounds in cycles (docs/protocol.md, "Fault escalation").
 
         ``replay``: FAILED at most this many cycles after the last ack progress while flits
-        are unacknowledged and no rewind makes progress (``replay_limit`` rewinds, then the
-        next one due: each comes within one replay timeout of the previous).
+        are unacknowledged, the DL stays ACTIVE and no rewind makes progress
+        (``replay_limit`` rewinds, then the next one due: each comes within one replay
+        timeout of the previous). ``stall``: FAILED exactly this many cycles after the last
+        ack progress (or the first send after it) while flits stay unacknowledged, whatever
+        the state meanwhile (the progress watchdog, :attr:`stall_after`; counted as a
+        replay-limit failure).
         ``lost``: FAILED exactly this many cycles after the last good flit received while
         ACTIVE, or after leaving FAILED (once the PHY has been up since reset), whatever
         the state meanwhile (DOWN, INIT or ACTIVE). ``retrain``: cycles from entering FAILED to
@@ -325,6 +339,7 @@ class ChipletParams:
         stalled by the accelerator).
         """
         return {"replay": (self.replay_limit + 1) * self.timeout + 2,
+                "stall": self.stall_after,
                 "lost": self.lost_after,
                 "retrain": self.holdoff + 2,
                 "cpl": (self.cpl_timeout + 256 + 2 + 17) if self.tracks_completions else None}

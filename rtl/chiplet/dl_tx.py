@@ -40,7 +40,9 @@ class DataLinkTx(wiring.Component):
 
     **Fault escalation** (docs/protocol.md, "Fault escalation"). ``replay_limit`` rewinds
     (NAK or timer) without ack progress are allowed; the next rewind due puts the DL in
-    FAILED instead (``o_fail_replay``). Once ``i_link_up`` has been high since reset, a
+    FAILED instead (``o_fail_replay``); so does the progress watchdog, ``params.stall_after``
+    cycles without ack progress while flits are unacknowledged in any state but FAILED (a
+    link that drops restarts the replay timer at each bring-up). Once ``i_link_up`` has been high since reset, a
     timer counts cycles since the last good received flit (``i_rx_good``) taken while
     ACTIVE, or since leaving FAILED, through DOWN, INIT and ACTIVE; at
     ``params.lost_after`` the DL goes FAILED (``o_fail_lost``). FAILED sends
@@ -441,6 +443,20 @@ class DataLinkTx(wiring.Component):
         with m.Else():
             m.d.sync += timer.eq(timer + 1)
 
+        # progress watchdog: cycles without ack progress while flits are unacknowledged, in
+        # every state but FAILED; the replay timer restarts at every bring-up, so a PHY that
+        # drops more often than once per replay timeout would never reach the replay limit
+        W = p.stall_after
+        stall = Signal(range(W + 1))
+        stall_fire = Signal()
+        with m.If((state == LINK_FAILED) | progress | (ack_ptr == hi_ptr)):
+            m.d.sync += stall.eq(0)
+        with m.Elif(stall == W - 1):
+            m.d.sync += stall.eq(0)
+            m.d.comb += stall_fire.eq(1)
+        with m.Else():
+            m.d.sync += stall.eq(stall + 1)
+
         # link-lost timer: cycles without a good flit while ACTIVE, once the PHY has been up
         # since reset; in DOWN and INIT it keeps counting (a bring-up that does not reach
         # ACTIVE in time fails too, even while the peer's bring-up flits arrive)
@@ -470,7 +486,8 @@ class DataLinkTx(wiring.Component):
                      self.o_unacked.eq(seq_dist(fill_ptr, ack_ptr))]
         H = p.holdoff
         hold = Signal(range(H + 1))
-        fail = (over | lost_fire | peer_reset) & (state != LINK_FAILED)
+        no_progress = over | stall_fire      # both count as replay-limit failures
+        fail = (no_progress | lost_fire | peer_reset) & (state != LINK_FAILED)
 
         # Link reset, prepared while FAILED: the fill stops (``room``), the unacknowledged
         # entries are counted out of the replay buffer one per cycle (``discarded``: their
@@ -497,9 +514,9 @@ class DataLinkTx(wiring.Component):
         with m.Elif(fail):
             m.d.sync += [state.eq(LINK_FAILED), seen.eq(0), failed.eq(1), hold.eq(0)]
             sat_inc(m, failures, 1)
-            sat_inc(m, fail_replay, over)
-            sat_inc(m, fail_lost, lost_fire & ~over)
-            sat_inc(m, fail_peer, peer_reset & ~over & ~lost_fire)
+            sat_inc(m, fail_replay, no_progress)
+            sat_inc(m, fail_lost, lost_fire & ~no_progress)
+            sat_inc(m, fail_peer, peer_reset & ~no_progress & ~lost_fire)
             with m.If(peer_reset):
                 m.d.sync += lr_pend.eq(1)
         with m.Elif(~self.i_link_up):
@@ -523,7 +540,7 @@ class DataLinkTx(wiring.Component):
         with m.If(self.o_link_reset):
             m.d.sync += [ack_ptr.eq(0), send_ptr.eq(0), fill_ptr.eq(0), hi_ptr.eq(0),
                          limit_known.eq(0), f_j.eq(0), f_k.eq(0), f_vc.eq(0), f_idle.eq(0),
-                         nprog.eq(0), timer.eq(0), fresh.eq(1), peer_active.eq(0),
+                         nprog.eq(0), timer.eq(0), stall.eq(0), fresh.eq(1), peer_active.eq(0),
                          lr_pend.eq(0)]
             for v in range(2):
                 m.d.sync += [sent[v].eq(0), freed[v].eq(0), limit[v].eq(0)]

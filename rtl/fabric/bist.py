@@ -35,8 +35,11 @@ BEAT_COUNT_BITS = BEAT_BITS
 class PortTrafficGen(wiring.Component):
     """Seeded WRITE generator for one accelerator request port.
 
-    Issues WRITE messages (posted: no WRITE_ACK is expected or sent) to the other
-    endpoints, destination and length drawn from a PRBS31 LFSR, with a per-destination
+    Issues WRITE messages to the other endpoints (the checkers send no WRITE_ACK; the
+    chiplet tracks a WRITE's tag as a non-posted request's, so with ``cpl_timeout`` on, a tag
+    not reissued within that many cycles gets a TIMEOUT completion, which the checker
+    counts in ``o_rsp_beats``: a run that stops issuing for longer sees them), destination
+    and length drawn from a PRBS31 LFSR, with a per-destination
     16-bit sequence number in ``addr`` (and its low byte in ``tag``) and data beat ``b`` =
     ``fusionfabric.sim.bist.make_data(128, endpoint, dest, seq, b)``. The message sequence is that of
     :class:`fusionfabric.sim.bist.PortGenModel`, independent of load and backpressure.
