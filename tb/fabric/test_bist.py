@@ -480,7 +480,7 @@ async def dark_for_good(dut, tb):
     load_a = _link_load(msgs, n, 0, b1, range(n), range(n))
     load_c = _link_load(msgs, n, b1 + b2, bt, live, live)
     rate_ratio = (load_c / cyc_c) / (load_a / cyc_a)
-    retry = cp.holdoff + bounds["lost"]
+    retry = cp.holdoff + min(bounds["lost"], bounds["stall"])   # one retry: lost or watchdog
     held_x_gauge = (st_ep["unacked"] * cp.tl_per_dl + FLIT_FIFO_DEPTH + 1) * SLOTS_PER_TL
     dark = {"endpoint": x, "lane": lane, "dark_at": t_dark - t_b, "bounds": bounds,
             "cause": cause, "detect": det, "links_up_cycles": up,
