@@ -312,6 +312,8 @@ class FabricTB(TB):
         self.sb_cpl = LinkScoreboard("completions", self.seed, watchdog=self.watchdog)
         #: A :class:`FabricLedger` instead of the strict scoreboards (dead endpoints).
         self.ledger: FabricLedger | None = None
+        #: A :class:`fusionfabric.tb.fabric.hits.HitMonitor` (``count_hits``), else None.
+        self.hits = None
         self._cycle = 0
         self.eps = [Endpoint(self, e) for e in range(self.n)]
         self.config = StreamSource(dut, "i_config", self.clk)
@@ -561,6 +563,8 @@ class FabricTB(TB):
                "endpoints": eps}
         if extra:
             out.update(extra)
+        if write and self.hits is not None:
+            out["hits"] = self.hits.result()
         if write:
             self.write_results(out)
         return out

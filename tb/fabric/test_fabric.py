@@ -35,6 +35,10 @@ built with memory targets, the
     bytes per cycle). ``cycles`` counts from the first message offered to ``done()``.
     The file is written before the test fails on a mismatch.
 
+``count_hits`` (any test, Icarus, 64b/66b lanes of 2; default 0)
+    1: a per-cycle monitor (:mod:`fusionfabric.tb.fabric.hits`) accounts for every
+    DL flit and every flipped bit per link direction; the record gains ``hits``.
+
 ``test_flows`` runs saturated WRITE flows between endpoints (``flows``, ``cycles``,
 ``warm``) and records their rates (``fusionfabric.tb.fabric.flows``).
 
@@ -67,7 +71,11 @@ sample_op = cover_point("fabric.opcode", bins=["WRITE", "READ", "ATOMIC_ADD", "M
 async def _start(tb, faults=None):
     await tb.reset()
     tb.start_watchdog()
+    if tb.hits is not None:
+        tb.hits.start()
     tb.t_up = await tb.wait_links_up()
+    if tb.hits is not None:
+        tb.hits.open_window()
     tb.slips0 = sum(tb.link(e)["up_slips"] + tb.link(e)["down_slips"] for e in range(tb.n))
     if faults and faults.get("ber"):
         tb.set_fault(threshold=tb.ber_threshold(faults["ber"]), all_lanes=True)
@@ -210,6 +218,9 @@ def _new_tb(dut):
                   backpressure=float(args.get("backpressure", 0.1)),
                   stall_cycles=int(args.get("stall_cycles", 20_000)))
     tb.threshold = 0
+    if args.get("count_hits"):
+        from fusionfabric.tb.fabric.hits import HitMonitor
+        tb.hits = HitMonitor(tb)
     return tb
 
 
@@ -356,6 +367,8 @@ async def test_workload(dut):
                 rec["bit_exact"] = False
                 rec["error"] = (f"memory target counters {total} != the workload's {want} "
                                 f"(seed {wseed})")
+    if tb.hits is not None:
+        rec["hits"] = tb.hits.result()
     tb.write_results(rec)
     assert rec["bit_exact"], rec["error"]
 
