@@ -426,3 +426,162 @@ def test_hetero_run_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
                      "--hetero-cpus", bad]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "hetero-cpus" in err[0], err
+
+
+def _hits_record(flits_hit, crc_on_hit, cut, undetected, n_dirs=4):
+    """A results record's ``hits`` in the shape of tb/fabric/hits.py: per link direction
+    counters (direction d gets d-th share), and their ``total``."""
+    dirs = [{"direction": f"{'up' if d % 2 == 0 else 'down'}{d // 2}", "flits_hit": 0,
+             "crc_err_on_hit": 0, "flits_cut": 0, "undetected": 0} for d in range(n_dirs)]
+    for key, v in (("flits_hit", flits_hit), ("crc_err_on_hit", crc_on_hit),
+                   ("flits_cut", cut), ("undetected", undetected)):
+        for d in range(n_dirs):                 # spread v over the directions
+            dirs[d][key] = v // n_dirs + (1 if d < v % n_dirs else 0)
+    total = {k: sum(x[k] for x in dirs) for k in ("flits_hit", "crc_err_on_hit",
+                                                  "flits_cut", "undetected")}
+    return {"directions": dirs, "total": total}
+
+
+def _hits_runner(monkeypatch, calls, hits):
+    """A stand-in runner writing a record with ``hits`` whenever ``count_hits`` is asked."""
+    from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
+    from fusionfabric.sim.workloads import IdealNetwork, make_workload, result_record
+    from fusionfabric.tb.common import runner
+
+    def fake_run(block, module, params, *, sim, seed, testcase, test_args, waves, name,
+                 vpi="all"):
+        calls.append(dict(params=params, test_args=test_args))
+        n = params["n_endpoints"]
+        cpus = (fabric_kwargs(parse_endpoints(params["endpoints"]))["cpu_endpoints"]
+                if params.get("endpoints") else ())
+        w = make_workload(test_args["workload"], n, test_args["seed"], **test_args["params"])
+        res = IdealNetwork(n, seed, cpu_endpoints=cpus,
+                           mem_bytes=params.get("mem_bytes", 4096)).run(w)
+        rec = result_record(w, res["cycles"])
+        if test_args.get("count_hits"):
+            rec["hits"] = hits
+        with open(test_args["result_file"], "w") as f:
+            json.dump(rec, f)
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
+
+
+def _block(out, heading):
+    lines = out.splitlines()
+    head = [i for i, l in enumerate(lines) if l.startswith(heading)]
+    assert len(head) == 1, out
+    block = {}
+    for l in lines[head[0] + 1:]:
+        if not l.startswith("  "):
+            break
+        label, value = l.strip().rsplit(None, 1)
+        block[label] = int(value.replace(",", ""))
+    return block
+
+
+def test_count_hits_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
+    """``--count-hits``: ``count_hits=1`` reaches the testbench in the 64b/66b fault runs
+    only (not the clean, FEC or heterogeneous runs); each prints the DL flits hit, cut and
+    undetected errors summed over the link directions of its record's ``hits``."""
+    calls = []
+    _hits_runner(monkeypatch, calls, _hits_record(117, 117, 30, 0))
+    rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
+               "--workloads", "allreduce-ring", "--fec-ber", "1e-4", "--fec-workloads",
+               "allreduce-ring", "--hetero-cpus", "1", "--count-hits"])
+    out, _ = capsys.readouterr()
+    assert rc == 0, out
+    kinds = [("fec" if (c["test_args"]["faults"] or {}).get("lanes") == "rs544" else
+              "faults" if c["test_args"]["faults"] else "clean", c["test_args"]["workload"])
+             for c in calls]
+    assert kinds == [("clean", "allreduce-ring"), ("faults", "allreduce-ring"),
+                     ("fec", "allreduce-ring"), ("clean", "hetero-rack")]
+    assert [c["test_args"].get("count_hits") for c in calls] == [None, 1, None, None]
+    block = _block(out, "events, allreduce-ring (ber 1e-05 + slip lane 1)")
+    assert block == {"DL flits hit by bit errors": 117,
+                     "DL flits cut (never received whole; replayed)": 30,
+                     "undetected errors (hit flits passing CRC)": 0}, out
+    assert "FLIT ACCOUNTING" not in out and "every run bit-exact" in out
+    report = json.loads((tmp_path / "demo.json").read_text())
+    assert report["hit_failures"] == []
+    assert report["runs"][1]["hit_counts"] == {"flits_hit": 117, "crc_err_on_hit": 117,
+                                               "flits_cut": 30, "undetected": 0}
+    assert all("hit_counts" not in r for i, r in enumerate(report["runs"]) if i != 1)
+    # without --count-hits: no count_hits, no lines, no keys
+    calls.clear()
+    rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
+               "--workloads", "allreduce-ring", "--fec-ber", "none", "--hetero-cpus", "0"])
+    out, _ = capsys.readouterr()
+    assert rc == 0 and all("count_hits" not in c["test_args"] for c in calls)
+    assert "DL flits hit" not in out and "events," not in out
+    report = json.loads((tmp_path / "demo.json").read_text())
+    assert "hit_failures" not in report and all("hit_counts" not in r
+                                                 for r in report["runs"])
+
+
+@pytest.mark.parametrize("hits,why", [
+    (_hits_record(117, 115, 30, 0), "CRC errors on hit flits 115 != DL flits hit 117"),
+    (_hits_record(117, 117, 30, 2), "2 undetected errors"),
+    (None, "no hits"),
+])
+def test_count_hits_identity_failure_exits_1(capsys, tmp_path, monkeypatch, hits, why):
+    """A record whose flits hit and CRC errors on them differ, or with an undetected
+    error (or without ``hits``), fails the demo with one line naming the run and seed."""
+    calls = []
+    _hits_runner(monkeypatch, calls, hits)
+    rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "7",
+               "--faults", "--workloads", "moe-alltoall", "--fec-ber", "none",
+               "--count-hits"])
+    out, _ = capsys.readouterr()
+    assert rc == 1, out
+    fails = [l for l in out.splitlines() if l.startswith("flit accounting, ")]
+    assert len(fails) == 1, out
+    assert fails[0].startswith("flit accounting, moe-alltoall (ber 1e-05 + slip lane 1): ")
+    assert why in fails[0] and fails[0].endswith("(seed 7)")
+    assert "FLIT ACCOUNTING FAILED" in out.splitlines()[-1]
+    # --json: the JSON on stdout, the failure line on stderr, exit 1
+    rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "7",
+               "--faults", "--workloads", "moe-alltoall", "--fec-ber", "none",
+               "--count-hits", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 1 and json.loads(out)["hit_failures"] == fails
+    assert err.strip().splitlines()[-1] == fails[0]
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--sim", "verilator"], "--count-hits needs the RTL fabric on --sim icarus "
+                             "(the flit accounting reads the chiplets' internal signals), "
+                             "not --sim verilator"),
+    (["--sim", "amaranth"], "not --sim amaranth"),
+    (["--engine", "ideal", "--sim", "icarus"], "not --engine ideal"),
+    (["--sim", "icarus", "--no-faults"], "--count-hits needs the fault runs"),
+    (["--sim", "icarus", "--set", "lane_profile=rs544"],
+     "--count-hits needs 64b/66b lanes, 2 per direction (here lane_profile=rs544"),
+    (["--sim", "icarus", "--set", "n_lanes=4"],
+     "--count-hits needs 64b/66b lanes, 2 per direction (here lane_profile=64b66b, "
+     "lanes per direction 4)"),
+])
+def test_count_hits_bad_setups_exit_2(capsys, tmp_path, monkeypatch, argv, match):
+    """``--count-hits`` off Icarus, off the RTL engine, without fault runs or off 64b/66b
+    lanes of 2: status 2 and one line, before any simulation."""
+    from fusionfabric.tb.common import runner
+
+    def no_run(*a, **kw):
+        raise AssertionError("a simulation started")
+
+    def params(args, n):          # the stand-in's, plus the lane parameters of --set
+        sets = dict(item.split("=") for item in args.set)
+        p = _stand_in_params(args, n)
+        p.update({k: sets[k] for k in ("lane_profile",) if k in sets})
+        p.update({k: int(sets[k]) for k in ("n_lanes",) if k in sets})
+        return p
+
+    monkeypatch.setattr(runner, "run", no_run)
+    monkeypatch.setattr(demo, "_fabric_params", params)
+    rc = main(["demo", "--out", str(tmp_path), *FAST, "--fec-ber", "none", "--count-hits",
+               *argv])
+    _, err = capsys.readouterr()
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and match in lines[0], err
+    assert not (tmp_path / "demo.json").exists()

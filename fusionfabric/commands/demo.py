@@ -23,7 +23,11 @@ The fabric testbench (``fusionfabric.tb.fabric.test_fabric.test_workload``) gets
 link, ``fusionfabric.tb.fabric.fabric_tb.fec_totals``), ``endpoints`` (per port:
 ``sent_bytes``, ``received_bytes``, ``crc_errors``, ``flips``, ...) and, from
 :func:`fusionfabric.sim.workloads.result_record`, ``bit_exact``, ``error`` and ``stats``. A missing
-``bit_exact`` counts as True only if the cocotb test passed. docs/demo.md.
+``bit_exact`` counts as True only if the cocotb test passed. With ``--count-hits`` (Icarus,
+64b/66b lanes of 2 per direction) the 64b/66b fault runs' ``test_args`` also have
+``"count_hits": 1`` and their records ``hits`` (:mod:`fusionfabric.tb.fabric.hits`); the demo
+prints the DL flits hit, cut and undetected errors summed over the link directions, and
+exits 1 unless CRC errors on hit flits = flits hit and undetected = 0. docs/demo.md.
 """
 
 from __future__ import annotations
@@ -118,6 +122,12 @@ def add_arguments(p):
                         "down), lane k: LANE = (2e + d) * 2 + k) dark for CYCLES cycles "
                         "(default 1000) from cycle START after the traffic starts (default: "
                         "mid-run, as --slip-at)")
+    p.add_argument("--count-hits", action="store_true",
+                   help="in the fault runs, the fabric testbench's flit accounting "
+                        "(count_hits=1; --sim icarus, 64b/66b lanes of 2 per direction): "
+                        "prints DL flits hit by bit errors, cut and undetected errors, and "
+                        "fails unless CRC errors on hit flits = flits hit and none is "
+                        "undetected (docs/demo.md)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="fabric parameter (n_chunks, am_period, rx_credits, ...)")
     p.add_argument("--waves", action="store_true", help="write FST traces (RTL runs)")
@@ -224,7 +234,8 @@ def _run_ideal(name, n, seed, wparams, n_chunks) -> dict:
             "wall_s": time.perf_counter() - t0}
 
 
-def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
+def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path,
+             count_hits: bool = False) -> dict:
     kind = "clean" if not faults else ("fec" if faults.get("lanes") == "rs544" else "faults")
     tag = f"{name}-{kind}-n{n}-s{seed}"
     result_file = (out / "runs" / f"{tag}.json").resolve()
@@ -233,6 +244,8 @@ def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
         result_file.unlink()
     test_args = {"workload": name, "seed": seed, "params": wparams,
                  "faults": faults, "result_file": str(result_file)}
+    if count_hits:
+        test_args["count_hits"] = 1
     t0 = time.perf_counter()
     failure = None
     if args.sim == "amaranth":
@@ -264,8 +277,49 @@ def _run_rtl(args, name, n, seed, wparams, params, faults, out: Path) -> dict:
                 "relocks": None, "wall_s": time.perf_counter() - t0,
                 "error": failure or f"the testbench wrote no {result_file}"}
     res = _normalize(json.loads(result_file.read_text()), failure)
+    if count_hits:
+        res["hit_counts"] = hit_counts(res)
     res["wall_s"] = time.perf_counter() - t0
     return res
+
+
+#: The flit accounting's counters the demo prints (``--count-hits``), summed over the link
+#: directions of a record's ``hits``: key, label.
+HIT_COUNTS = (("flits_hit", "DL flits hit by bit errors"),
+              ("flits_cut", "DL flits cut (never received whole; replayed)"),
+              ("undetected", "undetected errors (hit flits passing CRC)"))
+
+
+def hit_counts(res: dict) -> dict | None:
+    """``flits_hit``, ``crc_err_on_hit``, ``flits_cut`` and ``undetected`` summed over the
+    link directions of the record's ``hits`` (tb/fabric/hits.py), or None without it."""
+    hits = res.get("hits")
+    if not isinstance(hits, dict):
+        return None
+    keys = ("flits_hit", "crc_err_on_hit", "flits_cut", "undetected")
+    dirs = hits.get("directions")
+    if dirs:
+        return {k: sum(int(d[k]) for d in dirs) for k in keys}
+    total = hits.get("total") or {}
+    return {k: int(total[k]) for k in keys} if all(k in total for k in keys) else None
+
+
+def hit_failure(r: dict) -> str | None:
+    """The one-line failure of a run with the flit accounting (``hit_counts`` in it), or
+    None: CRC errors on hit flits must equal flits hit, and none may be undetected."""
+    if "hit_counts" not in r:
+        return None
+    where = f"flit accounting, {r['workload']} ({_fmt_faults(r['faults'])})"
+    h = r["hit_counts"]
+    if h is None:
+        return f"{where}: the results record has no hits (seed {r['seed']})"
+    bad = []
+    if h["crc_err_on_hit"] != h["flits_hit"]:
+        bad.append(f"CRC errors on hit flits {h['crc_err_on_hit']:,} != DL flits hit "
+                   f"{h['flits_hit']:,}")
+    if h["undetected"]:
+        bad.append(f"{h['undetected']:,} undetected errors")
+    return f"{where}: {'; '.join(bad)} (seed {r['seed']})" if bad else None
 
 
 def _normalize(res: dict, failure: str | None) -> dict:
@@ -347,6 +401,10 @@ def run(args):
         raise CliError(f"--engine {args.engine!r} is not one of {', '.join(ENGINES)}")
     if args.sim not in SIMS:
         raise CliError(f"--sim {args.sim!r} is not one of {', '.join(SIMS)}")
+    if args.count_hits and (args.engine != "rtl" or args.sim != "icarus"):
+        raise CliError("--count-hits needs the RTL fabric on --sim icarus (the flit "
+                       "accounting reads the chiplets' internal signals), not "
+                       + ("--engine ideal" if args.engine != "rtl" else f"--sim {args.sim}"))
     if args.engine == "rtl" and args.sim != "amaranth":
         from fusionfabric.extras import require
 
@@ -391,6 +449,16 @@ def run(args):
         if s not in WORKLOAD_ORDER:
             raise CliError(f"--fec-workloads: {s!r} is not one of {', '.join(WORKLOAD_ORDER)}")
     params = _fabric_params(args, n)
+    if args.count_hits:
+        if args.faults == "none":
+            raise CliError("--count-hits needs the fault runs (not --no-faults)")
+        from fusionfabric.rtl.fabric.fabric import endpoint_lanes
+        profile = params.get("lane_profile", "64b66b")
+        lanes = endpoint_lanes(params)
+        if profile != "64b66b" or any(k != 2 for k in lanes):
+            raise CliError(f"--count-hits needs 64b/66b lanes, 2 per direction (here "
+                           f"lane_profile={profile}, lanes per direction "
+                           f"{','.join(str(k) for k in sorted(set(lanes)))})")
     n_chunks = int(params.get("n_chunks", 16))
     wparams = _workload_params(args, n, n_chunks)
     runs = [(faults, name, n, params, wparams[name]) for faults in passes for name in names]
@@ -455,7 +523,8 @@ def run(args):
                 lane, _, cycles = faults["dark_lane"]
                 faults = {**faults, "dark_lane": [lane, max(1, ideal[name, n_run] // 2),
                                                   cycles]}
-            res = _run_rtl(args, name, n_run, seed, wp, fparams, faults, out)
+            hits = bool(args.count_hits and faults and faults.get("lanes") != "rs544")
+            res = _run_rtl(args, name, n_run, seed, wp, fparams, faults, out, hits)
             res["ideal_cycles"] = ideal[name, n_run]
         res.update(workload=name, faults=faults, seed=seed, params=wp, endpoints=n_run,
                    goodput=_goodput(res, n_run))
@@ -465,14 +534,19 @@ def run(args):
               "endpoints": n, "seed": seed, "fabric_params": params,
               "runs": rows, "wall_s": time.time() - t0,
               "all_bit_exact": all(r["bit_exact"] for r in rows)}
+    hit_fails = [f for f in map(hit_failure, rows) if f]
+    if args.count_hits:
+        report["hit_failures"] = hit_fails
     (out / "demo.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     plots = _plots(rows, n, out)
     report["plots"] = [str(p) for p in plots]
     if args.json:
         print(json.dumps(report, indent=1, default=str))
+        for f in hit_fails:
+            print(f, file=sys.stderr)
     else:
         _table(report, out, plots)
-    return 0 if report["all_bit_exact"] else 1
+    return 0 if report["all_bit_exact"] and not hit_fails else 1
 
 
 def _fault_key(f):
@@ -554,11 +628,16 @@ def _table(report, out: Path, plots):
           "summed over both directions of every link (rs544 lanes carry 80 raw bits per "
           "cycle per direction, so a port takes at most 0.59 slots per cycle)")
     evs = [r for r in report["runs"] if r.get("faults") and r.get("events")]
-    for r in evs:
+    for r in report["runs"]:
+        if not r.get("faults") or not (r.get("events") or r.get("hit_counts")):
+            continue
         print(f"events, {r['workload']} ({_fmt_faults(r['faults'])}):")
-        w = max(len(EVENT_LABELS.get(k, k)) for k in r["events"])
-        for k, v in r["events"].items():
-            print(f"  {EVENT_LABELS.get(k, k):<{w}}  {v:>9,}")
+        items = [(EVENT_LABELS.get(k, k), v) for k, v in (r.get("events") or {}).items()]
+        items += [(label, r["hit_counts"][k]) for k, label in HIT_COUNTS
+                  if r.get("hit_counts")]
+        w = max(len(label) for label, _ in items)
+        for label, v in items:
+            print(f"  {label:<{w}}  {v:>9,}")
     if evs:
         print(FLIPS_NOTE)
     for r in report["runs"]:
@@ -568,9 +647,13 @@ def _table(report, out: Path, plots):
     for r in report["runs"]:
         if r.get("error"):
             print(f"{r['workload']} ({_fmt_faults(r['faults'])}): {_brief(r['error'])}")
+    hit_fails = report.get("hit_failures") or []
+    for f in hit_fails:
+        print(f)
     print(f"wrote {out / 'demo.json'}" + "".join(f", {p}" for p in plots))
     print(f"demo finished in {report['wall_s']:.0f} s; "
-          + ("every run bit-exact" if report["all_bit_exact"] else "SOME RUNS NOT BIT-EXACT"))
+          + ("every run bit-exact" if report["all_bit_exact"] else "SOME RUNS NOT BIT-EXACT")
+          + ("; FLIT ACCOUNTING FAILED" if hit_fails else ""))
 
 
 def kind_goodput(r: dict) -> dict | None:
