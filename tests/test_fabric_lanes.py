@@ -64,6 +64,7 @@ def test_fabric_kwargs_lanes():
 
 
 @pytest.mark.cocotb
+@pytest.mark.soak
 def test_one_lane_link_carries_half_the_rate_icarus():
     """Flow 0 -> 1 crosses 2-lane links only; flow 2 -> 0 starts on a 1-lane up link.
     Both saturated: the switch ports' measured flits per cycle (each port takes its own
