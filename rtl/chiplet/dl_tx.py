@@ -40,9 +40,10 @@ class DataLinkTx(wiring.Component):
 
     **Fault escalation** (docs/protocol.md, "Fault escalation"). ``replay_limit`` rewinds
     (NAK or timer) without ack progress are allowed; the next rewind due puts the DL in
-    FAILED instead (``o_fail_replay``); so does the progress watchdog, ``params.stall_after``
-    cycles without ack progress while flits are unacknowledged in any state but FAILED (a
-    link that drops restarts the replay timer at each bring-up). Once ``i_link_up`` has been high since reset, a
+    FAILED instead (``o_fail_replay``); so does the progress watchdog after
+    ``params.stall_after`` cycles without ack progress while flits are unacknowledged, in
+    any state but FAILED (a link that drops restarts the replay timer at each bring-up).
+    Once ``i_link_up`` has been high since reset, a
     timer counts cycles since the last good received flit (``i_rx_good``) taken while
     ACTIVE, or since leaving FAILED, through DOWN, INIT and ACTIVE; at
     ``params.lost_after`` the DL goes FAILED (``o_fail_lost``). FAILED sends
@@ -540,8 +541,8 @@ class DataLinkTx(wiring.Component):
         with m.If(self.o_link_reset):
             m.d.sync += [ack_ptr.eq(0), send_ptr.eq(0), fill_ptr.eq(0), hi_ptr.eq(0),
                          limit_known.eq(0), f_j.eq(0), f_k.eq(0), f_vc.eq(0), f_idle.eq(0),
-                         nprog.eq(0), timer.eq(0), stall.eq(0), fresh.eq(1), peer_active.eq(0),
-                         lr_pend.eq(0)]
+                         nprog.eq(0), timer.eq(0), stall.eq(0), fresh.eq(1),
+                         peer_active.eq(0), lr_pend.eq(0)]
             for v in range(2):
                 m.d.sync += [sent[v].eq(0), freed[v].eq(0), limit[v].eq(0)]
             # the TL flits of the entry being filled
