@@ -12,7 +12,8 @@ number), since the send path is outside its scope. Every cycle the DUT's ``o_sta
 the rules a random trace rarely decides: both causes due in one cycle, a failure in the
 cycle the link drops, the link-lost timer's start, a NAK outside the window, the timer
 restart at a NAK, the rewind count across a link drop and a failure, a flit while DOWN; and
-a PHY flapping faster than the replay timeout (the DL never fails).
+a PHY flapping faster than the replay timeout (no rewind at all: the progress watchdog
+fails the DL).
 """
 
 import functools
