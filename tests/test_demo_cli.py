@@ -384,15 +384,14 @@ def test_demo_on_the_rtl_fabric(capsys, tmp_path):
     assert all(r["relocks"] >= 1 for r in faulty if r["cycles"] > r["faults"]["slip_at"])
 
 
-def test_hetero_run_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
-    """The heterogeneous run: the same fabric with its last endpoints as cpus (the
-    ``endpoints`` block parameter), a clean run of hetero-rack; the per-kind goodput line
-    comes from its record. The stand-in serves the cpus with the memory target model."""
+def _ideal_runner(monkeypatch, calls, hits=None):
+    """A stand-in for the RTL runner: the ideal network runs the workload (the cpus served
+    by the memory target model) and writes its results record, with ``hits`` added when
+    the testbench is asked for ``count_hits``; each call's params and test args go to
+    ``calls``."""
     from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
     from fusionfabric.sim.workloads import IdealNetwork, make_workload, result_record
     from fusionfabric.tb.common import runner
-
-    calls = []
 
     def fake_run(block, module, params, *, sim, seed, testcase, test_args, waves, name,
                  vpi="all"):
@@ -403,11 +402,22 @@ def test_hetero_run_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
         w = make_workload(test_args["workload"], n, test_args["seed"], **test_args["params"])
         res = IdealNetwork(n, seed, cpu_endpoints=cpus,
                            mem_bytes=params.get("mem_bytes", 4096)).run(w)
+        rec = result_record(w, res["cycles"])
+        if test_args.get("count_hits"):
+            rec["hits"] = hits
         with open(test_args["result_file"], "w") as f:
-            json.dump(result_record(w, res["cycles"]), f)
+            json.dump(rec, f)
 
     monkeypatch.setattr(runner, "run", fake_run)
     monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
+
+
+def test_hetero_run_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
+    """The heterogeneous run: the same fabric with its last endpoints as cpus (the
+    ``endpoints`` block parameter), a clean run of hetero-rack; the per-kind goodput line
+    comes from its record. The stand-in serves the cpus with the memory target model."""
+    calls = []
+    _ideal_runner(monkeypatch, calls)
     rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "3",
                "--no-faults", "--workloads", "allreduce-switch", "--hetero-cpus", "2"])
     out, _ = capsys.readouterr()
@@ -442,31 +452,6 @@ def _hits_record(flits_hit, crc_on_hit, cut, undetected, n_dirs=4):
     return {"directions": dirs, "total": total}
 
 
-def _hits_runner(monkeypatch, calls, hits):
-    """A stand-in runner writing a record with ``hits`` whenever ``count_hits`` is asked."""
-    from fusionfabric.endpoints import fabric_kwargs, parse_endpoints
-    from fusionfabric.sim.workloads import IdealNetwork, make_workload, result_record
-    from fusionfabric.tb.common import runner
-
-    def fake_run(block, module, params, *, sim, seed, testcase, test_args, waves, name,
-                 vpi="all"):
-        calls.append(dict(params=params, test_args=test_args))
-        n = params["n_endpoints"]
-        cpus = (fabric_kwargs(parse_endpoints(params["endpoints"]))["cpu_endpoints"]
-                if params.get("endpoints") else ())
-        w = make_workload(test_args["workload"], n, test_args["seed"], **test_args["params"])
-        res = IdealNetwork(n, seed, cpu_endpoints=cpus,
-                           mem_bytes=params.get("mem_bytes", 4096)).run(w)
-        rec = result_record(w, res["cycles"])
-        if test_args.get("count_hits"):
-            rec["hits"] = hits
-        with open(test_args["result_file"], "w") as f:
-            json.dump(rec, f)
-
-    monkeypatch.setattr(runner, "run", fake_run)
-    monkeypatch.setattr(demo, "_fabric_params", _stand_in_params)
-
-
 def _block(out, heading):
     lines = out.splitlines()
     head = [i for i, l in enumerate(lines) if l.startswith(heading)]
@@ -485,7 +470,7 @@ def test_count_hits_through_a_stand_in_runner(capsys, tmp_path, monkeypatch):
     only (not the clean, FEC or heterogeneous runs); each prints the DL flits hit, cut and
     undetected errors summed over the link directions of its record's ``hits``."""
     calls = []
-    _hits_runner(monkeypatch, calls, _hits_record(117, 117, 30, 0))
+    _ideal_runner(monkeypatch, calls, _hits_record(117, 117, 30, 0))
     rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "4",
                "--workloads", "allreduce-ring", "--fec-ber", "1e-4", "--fec-workloads",
                "allreduce-ring", "--hetero-cpus", "1", "--count-hits"])
@@ -528,7 +513,7 @@ def test_count_hits_identity_failure_exits_1(capsys, tmp_path, monkeypatch, hits
     """A record whose flits hit and CRC errors on them differ, or with an undetected
     error (or without ``hits``), fails the demo with one line naming the run and seed."""
     calls = []
-    _hits_runner(monkeypatch, calls, hits)
+    _ideal_runner(monkeypatch, calls, hits)
     rc = main(["demo", "--sim", "icarus", "--out", str(tmp_path), *FAST, "--seed", "7",
                "--faults", "--workloads", "moe-alltoall", "--fec-ber", "none",
                "--count-hits"])
