@@ -291,17 +291,15 @@ HIT_COUNTS = (("flits_hit", "DL flits hit by bit errors"),
 
 
 def hit_counts(res: dict) -> dict | None:
-    """``flits_hit``, ``crc_err_on_hit``, ``flits_cut`` and ``undetected`` summed over the
-    link directions of the record's ``hits`` (tb/fabric/hits.py), or None without it."""
+    """``flits_hit``, ``crc_err_on_hit``, ``flits_cut`` and ``undetected`` of the record's
+    ``hits`` (tb/fabric/hits.py: its ``total``, the link directions summed), or None
+    without them."""
     hits = res.get("hits")
-    if not isinstance(hits, dict):
-        return None
+    total = hits.get("total") if isinstance(hits, dict) else None
     keys = ("flits_hit", "crc_err_on_hit", "flits_cut", "undetected")
-    dirs = hits.get("directions")
-    if dirs:
-        return {k: sum(int(d[k]) for d in dirs) for k in keys}
-    total = hits.get("total") or {}
-    return {k: int(total[k]) for k in keys} if all(k in total for k in keys) else None
+    if not isinstance(total, dict) or not all(k in total for k in keys):
+        return None
+    return {k: int(total[k]) for k in keys}
 
 
 def hit_failure(r: dict) -> str | None:
