@@ -335,11 +335,11 @@ def test_rx_matches_model_with_slip(width):
     words = _line(blocks, width, lead_bits=23, slip_at=n0 + 40, slip_bits=9)
     out, locks = _run_rx(words, width, 512, seed)
     assert out[0] == LF_VECTOR
-    assert 1 in locks, f"seed {seed}: never locked"
+    assert any(v == 1 for v in locks), f"seed {seed}: never locked"
     first = locks.index(1)
     assert 0 in locks[first:], f"seed {seed}: lock not lost after the slip"
     lost = first + locks[first:].index(0)
-    assert 1 in locks[lost:], f"seed {seed}: no relock"
+    assert any(v == 1 for v in locks[lost:]), f"seed {seed}: no relock"
     # the first traffic and the traffic after the relock, in order, somewhere in the output
     assert _contains(out, vecs[300:n0 - 8]), seed
     assert _contains(out, vecs[n0 + 400:-8]), seed
