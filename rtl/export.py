@@ -22,12 +22,13 @@ from typing import Any
 import enum
 import re
 
+from amaranth import ClockSignal, Instance, ResetSignal
 from amaranth.back import verilog
 from amaranth.hdl import Shape, ShapeCastable, Value
 from amaranth.lib import data, wiring
 
 __all__ = ["to_verilog", "port_map", "shape_fields", "check_timescale", "config_hash",
-           "TIMESCALE_DEFAULT"]
+           "instance_ports", "ModuleInstance", "TIMESCALE_DEFAULT"]
 
 #: The time scale ``fusionfabric generate`` writes unless told otherwise (that of the cocotb
 #: runner, ``tb/common/runner.py``).
@@ -72,6 +73,36 @@ def to_verilog(component: wiring.Component, name: str = "top", *,
     """
     head = f"`timescale {check_timescale(timescale)}\n" if timescale is not None else ""
     return head + verilog.convert(component, name=name, emit_src=False)
+
+
+def instance_ports(component: wiring.Component, value_of) -> dict:
+    """``Instance`` keyword ports for the module that :func:`to_verilog` writes of
+    ``component``: ``i_``/``o_`` plus the Verilog port name (the signature path joined by
+    ``__``), each bound to ``value_of(path, member)``."""
+    ports = {}
+    for path, member, _ in component.signature.flatten(component):
+        kind = "i_" if member.flow == wiring.In else "o_"
+        ports[kind + "__".join(str(p) for p in path)] = Value.cast(value_of(path, member))
+    return ports
+
+
+class ModuleInstance(wiring.Component):
+    """A stand-in for ``component`` that elaborates to an ``Instance`` of the module
+    ``name``: the module that ``to_verilog(component, name)`` writes, whose text the user
+    of the stand-in supplies. Same signature as ``component``, so it takes the
+    component's place in a design; ``component`` itself is never elaborated here.
+    ``clk``/``rst`` are those of the ``sync`` domain."""
+
+    def __init__(self, component: wiring.Component, name: str):
+        component._MustUse__silence = True
+        self.module = name
+        super().__init__(dict(component.signature.members))
+
+    def elaborate(self, platform):
+        # the Instance itself, not a Module holding it: no wrapper module in the Verilog
+        mine = {path: value for path, _, value in self.signature.flatten(self)}
+        return Instance(self.module, i_clk=ClockSignal(), i_rst=ResetSignal(),
+                        **instance_ports(self, lambda path, _: mine[path]))
 
 
 def _flow(member) -> str:

@@ -10,10 +10,11 @@ cycle short, one more cable stage, another seed), and the comparison must fail e
 
 import numpy as np
 import pytest
+from amaranth import ClockDomain, Module
 from amaranth.sim import Simulator
 
 from fusionfabric.rtl.blocks import disown_failed
-from fusionfabric.rtl.fabric.fault import LaneFault
+from fusionfabric.rtl.fabric.fault import LaneFault, seed_values
 from fusionfabric.sim import faults as F
 
 N = 600
@@ -42,12 +43,25 @@ def _stimulus(seed, n=N, max_burst=64, width=F.LANE_BITS):
     return s
 
 
-def _simulate(dut, s, timed=True):
+def _simulate(dut, s, timed=True, seeds=None):
+    """``seeds``: ``(x, y)`` for a ``seed_ports`` injector, held on its ports through a
+    reset cycle that precedes the stimulus."""
     n = len(s["blocks"])
     blocks = F.bits_to_ints(s["blocks"])
     rec = {"out": [], "flips": [], "dark": []}
+    top = dut
+    if seeds is not None:
+        top = Module()
+        top.domains.sync = cd = ClockDomain()
+        top.submodules.dut = dut
 
     async def tb(ctx):
+        if seeds is not None:
+            ctx.set(dut.i_seed_x, seeds[0])
+            ctx.set(dut.i_seed_y, seeds[1])
+            ctx.set(cd.rst, 1)
+            await ctx.tick()
+            ctx.set(cd.rst, 0)
         for t in range(n):
             ctx.set(dut.i_lane, blocks[t])
             ctx.set(dut.i_threshold, int(s["threshold"][t]))
@@ -64,7 +78,7 @@ def _simulate(dut, s, timed=True):
             rec["flips"].append(ctx.get(dut.o_flips))
             await ctx.tick()
 
-    sim = Simulator(dut)
+    sim = Simulator(top)
     sim.add_clock(1e-8)
     sim.add_testbench(tb)
     sim.run()
@@ -155,6 +169,21 @@ def test_without_bursts_single_flips_match_model():
     assert bad is None, f"{bad} (stimulus seed {SEED + 1})"
 
 
+def test_seed_ports_match_the_model_after_a_reset():
+    """With ``seed_ports`` (one module for lanes of different seeds, the split fabric) the
+    generators load ``seed_values(seed)`` in reset and then run as the model of ``seed``;
+    the pair of another seed does not."""
+    s = _stimulus(SEED + 3, max_burst=0)
+    s["dark_start"][:] = 0
+    rec = _simulate(LaneFault(latency=2, seed_ports=True), s, timed=False,
+                    seeds=seed_values(11))
+    bad = _mismatch(rec, s, seed=11, latency=2, bursts=False)
+    assert bad is None, f"{bad} (stimulus seed {SEED + 3})"
+    other = _simulate(LaneFault(latency=2, seed_ports=True), s, timed=False,
+                      seeds=seed_values(12))
+    assert _mismatch(other, s, seed=11, latency=2, bursts=False) is not None
+
+
 def test_fec_lane_width_matches_model():
     """A 40-bit lane (a FEC lane of 4 symbols): bursts up to the lane width cross symbol
     and word boundaries, slips wrap at 40 bits; bit-exact with the model at width 40."""
@@ -191,6 +220,7 @@ def test_burst_span():
     ({"latency": -2}, ValueError, "latency=-2"),
     ({"width": 7}, ValueError, "width=7"),
     ({"width": 40, "max_burst": 41}, ValueError, "max_burst=41"),
+    ({"seed_ports": 1}, TypeError, "seed_ports=1"),
 ])
 def test_bad_parameters(kw, exc, word):
     with pytest.raises(exc, match=word) as info:

@@ -5,7 +5,9 @@ The Verilog starts with a `` `timescale`` line (``--timescale``, default ``1ns/1
 its direction and width, and the bit fields (offset, width, enum values) of every port whose
 declared shape is a data layout (:func:`fusionfabric.rtl.export.port_map`). With
 ``--fusesoc`` a FuseSoC core is written beside them (:mod:`fusionfabric.fusesoc`), plus a
-self-checking Icarus testbench for the blocks that have one.
+self-checking Icarus testbench for the blocks that have one. With ``--split`` (the fabric
+only) the Verilog holds one module per distinct endpoint path, one for the switch and one
+for its reduction units (:mod:`fusionfabric.rtl.fabric.split`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ def add_arguments(p):
                    help="also write a FuseSoC CAPI2 core FILE with suffix .core (needs -o), "
                         "with targets default and lint, and sim for blocks with a testbench "
                         "(bist-gen, bist-check: FILE_tb.v beside it)")
+    p.add_argument("--split", action="store_true",
+                   help="fabric only: one module per distinct endpoint path (lanes, kind), "
+                        "one for the switch and one for its reduction units, instantiated "
+                        "by a top with the same ports (docs/fabric.md, 'Split Verilog')")
     p.add_argument("--timescale", default="1ns/1ps", metavar="UNIT/PREC",
                    help="the `timescale line the Verilog starts with (default 1ns/1ps; "
                         "units 1, 10 or 100 of s, ms, us, ns, ps, fs; 'none': no line)")
@@ -67,6 +73,8 @@ def run(args):
         except ValueError as exc:
             raise CliError(f"--timescale: {exc}") from None
     block = get_block(args.block)
+    if args.split and block.name != "fabric":
+        raise CliError(f"--split: only the fabric block has a split form, not {block.name!r}")
     params = block.resolve(parse_sets(block, args.set))
     top = args.name or block.name.replace("-", "_")
     if not top.isidentifier():
@@ -83,7 +91,13 @@ def run(args):
             if has_testbench(block.name):
                 check_output(testbench_path(out), "-o (FuseSoC testbench)")
     component = block.build(**params)
-    text = to_verilog(component, top, timescale=timescale)
+    if args.split:
+        from fusionfabric.rtl.fabric.split import split_verilog
+        text = split_verilog(component, top, timescale=timescale,
+                             progress=lambda name: print(f"converting {name}",
+                                                         file=sys.stderr))
+    else:
+        text = to_verilog(component, top, timescale=timescale)
     ports = port_map(component, top)
     ports.update(block=block.name, params=params, timescale=timescale)
     if args.output:

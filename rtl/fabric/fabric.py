@@ -4,6 +4,7 @@ bridges → switch with reduction units, and back (docs/fabric.md)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
@@ -366,7 +367,28 @@ class Fabric(wiring.Component):
             **mem,
         })
 
-    def _direction(self, m, name, src, dst, e, d):
+    def _flat_io(self, e, sw):
+        """The wires of endpoint ``e``'s path inside this flat fabric (:meth:`_endpoint`)."""
+        def lane(d, k):
+            idx = lane_index(e, d, k, lanes=self.lanes)
+            lf = LaneFault(seed=self.fault_seed * 1000003 + idx, latency=self.latency,
+                           width=self.lane_bits)
+            return lf, idx, self.o_flips[idx]
+        return SimpleNamespace(
+            fault=self.i_fault, node_id=e, lane=lane, i_req=flipped(self.i_req[e]),
+            i_rsp=flipped(self.i_rsp[e]), o_req=flipped(self.o_req[e]),
+            o_rsp=flipped(self.o_rsp[e]), rsp_ready=self.i_rsp[e].ready,
+            to_switch=sw.i_port[e], from_switch=sw.o_port[e],
+            ep_status=self.o_ep_status[e], sw_status=self.o_sw_status[e],
+            link=self.o_link[e], fec=self.o_fec[e] if self.lane_profile == "rs544" else None,
+            mem=self.mem_targets.get(e),
+            mem_status=(self.o_mem_status[self.cpu_endpoints.index(e)]
+                        if e in self.mem_targets else None),
+            stats=[self.o_stats[e].eq(sw.o_stats[e]),
+                   self.o_unit_stats[e].eq(sw.o_unit_stats[e])],
+            bridge_drops=self.o_bridge_drops[e])
+
+    def _direction(self, m, name, src, dst, e, d, io):
         """src chiplet → PCS → lanes (faults) → PCS → dst chiplet; returns the PcsRx."""
         n_lanes = self.lanes[e]
         if n_lanes == 2:
@@ -396,11 +418,9 @@ class Fabric(wiring.Component):
         m.d.comb += [tx.i_data.valid.eq(tx_ad.o_row.valid),
                      tx_ad.o_row.ready.eq(tx.i_data.ready),
                      tx.i_data.payload.eq(Mux(tx_ad.o_row.valid, tx_ad.o_row.payload, 0))]
-        cfg = self.i_fault
+        cfg = io.fault
         for k in range(n_lanes):
-            idx = lane_index(e, d, k, lanes=self.lanes)
-            lf = LaneFault(seed=self.fault_seed * 1000003 + idx, latency=self.latency,
-                           width=self.lane_bits)
+            lf, idx, flips = io.lane(d, k)
             m.submodules[f"{name}_lane{k}"] = lf
             threshold = Signal(32, name=f"{name}_threshold{k}")
             dark = Signal(name=f"{name}_dark{k}")
@@ -411,12 +431,80 @@ class Fabric(wiring.Component):
                          lf.i_threshold.eq(threshold), lf.i_dark.eq(dark),
                          lf.i_slip_valid.eq(hit & (cfg.payload.slip != 0)),
                          lf.i_slip_bits.eq(cfg.payload.slip),
-                         self.o_flips[idx].eq(lf.o_flips)]
+                         flips.eq(lf.o_flips)]
         m.d.comb += [rx_ad.i_row.valid.eq(rx.o_data.valid),
                      rx_ad.i_row.payload.eq(rx.o_data.payload),
                      rx_ad.i_link_up.eq(rx.o_link_up)]
         connect(m, rx_ad.o_word, dst.i_phy)
         return rx
+
+    def _endpoint(self, m, e, io, tag=None):
+        """Endpoint ``e``'s whole path, between its accelerator ports and its switch port,
+        into ``m``: the two chiplets, both link directions, the memory target of a cpu
+        endpoint, the bridges and the PHY status counters. ``io`` holds the wires it
+        connects to (:meth:`_flat_io` here, :class:`~.split.EndpointLink`'s ports there);
+        ``tag`` names its submodules and signals (default: ``e``)."""
+        tag = e if tag is None else tag
+        ep = Chiplet.from_params(self.link_params[e])
+        sc = Chiplet.from_params(replace(self.link_params[e], stamp_src=False))
+        m.submodules[f"ep{tag}"] = ep
+        m.submodules[f"sc{tag}"] = sc
+        up = self._direction(m, f"up{tag}", ep, sc, e, UP, io)
+        down = self._direction(m, f"down{tag}", sc, ep, e, DOWN, io)
+        m.d.comb += [ep.i_node_id.eq(io.node_id), sc.i_node_id.eq(io.node_id),
+                     ep.i_link_up.eq(down.o_link_up), sc.i_link_up.eq(up.o_link_up),
+                     io.ep_status.eq(ep.o_status),
+                     io.sw_status.eq(sc.o_status)]
+        connect(m, io.i_req, ep.i_req)
+        if io.mem is not None:
+            # a cpu endpoint: the memory target serves the requests that reach it
+            mt = io.mem
+            m.submodules[f"mem{tag}"] = mt
+            connect(m, mt.o_rsp, ep.i_rsp)
+            connect(m, ep.o_req, mt.i_req)
+            m.d.comb += [mt.i_node_id.eq(io.node_id), io.rsp_ready.eq(0),
+                         io.mem_status.eq(mt.o_status)]
+        else:
+            connect(m, io.i_rsp, ep.i_rsp)
+            connect(m, ep.o_req, io.o_req)
+        connect(m, ep.o_rsp, io.o_rsp)
+        ing = IngressBridge()
+        egr = EgressBridge(self.n_endpoints, self.result_timeout)
+        m.submodules[f"ingress{tag}"] = ing
+        m.submodules[f"egress{tag}"] = egr
+        connect(m, sc.o_req, ing.i_req)
+        connect(m, sc.o_rsp, ing.i_rsp)
+        connect(m, ing.o_flit, io.to_switch)
+        connect(m, io.from_switch, egr.i_flit)
+        connect(m, egr.o_req, sc.i_req)
+        connect(m, egr.o_rsp, sc.i_rsp)
+        m.d.comb += [*io.stats, io.bridge_drops.eq(egr.o_drops)]
+        # PHY status
+        ls = io.link
+        for dname, rx in (("up", up), ("down", down)):
+            link = getattr(ls, f"{dname}_link")
+            drops = Signal(16, name=f"{dname}{tag}_drops")
+            was = Signal(name=f"{dname}{tag}_was_up")
+            m.d.sync += was.eq(rx.o_link_up)
+            m.d.comb += [link.eq(rx.o_link_up), getattr(ls, f"{dname}_drops").eq(drops)]
+            with m.If(was & ~rx.o_link_up & (drops != 0xFFFF)):
+                m.d.sync += drops.eq(drops + 1)
+            if self.lane_profile == "rs544":
+                fs = io.fec
+                m.d.comb += [getattr(ls, f"{dname}_slips").eq(rx.o_relocks),
+                             getattr(ls, f"{dname}_decode_errors").eq(rx.o_uncorrectable)]
+                for f in ("codewords", "corrected_codewords", "corrected_symbols",
+                          "uncorrectable"):
+                    m.d.comb += getattr(fs, f"{dname}_{f}").eq(getattr(rx, f"o_{f}"))
+                for k in range(self.lanes[e]):
+                    m.d.comb += getattr(fs, f"{dname}_symbol_errors{k}").eq(
+                        rx.o_symbol_errors[k])
+                continue
+            slips = sum(rx.o_slips[k] for k in range(self.lanes[e]))
+            bips = sum(rx.o_bip_errors[k] for k in range(self.lanes[e]))
+            m.d.comb += [getattr(ls, f"{dname}_slips").eq(slips),
+                         getattr(ls, f"{dname}_bip_errors").eq(bips),
+                         getattr(ls, f"{dname}_decode_errors").eq(rx.o_decode_errors)]
 
     def elaborate(self, platform):
         m = Module()
@@ -426,68 +514,7 @@ class Fabric(wiring.Component):
         m.d.comb += self.i_fault.ready.eq(1)
         m.d.comb += self.o_config_drops.eq(sw.o_config_drops)
         for e in range(n):
-            ep = Chiplet.from_params(self.link_params[e])
-            sc = Chiplet.from_params(replace(self.link_params[e], stamp_src=False))
-            m.submodules[f"ep{e}"] = ep
-            m.submodules[f"sc{e}"] = sc
-            up = self._direction(m, f"up{e}", ep, sc, e, UP)
-            down = self._direction(m, f"down{e}", sc, ep, e, DOWN)
-            m.d.comb += [ep.i_node_id.eq(e), sc.i_node_id.eq(e),
-                         ep.i_link_up.eq(down.o_link_up), sc.i_link_up.eq(up.o_link_up),
-                         self.o_ep_status[e].eq(ep.o_status),
-                         self.o_sw_status[e].eq(sc.o_status)]
-            connect(m, flipped(self.i_req[e]), ep.i_req)
-            if e in self.mem_targets:
-                # a cpu endpoint: the memory target serves the requests that reach it
-                mt = self.mem_targets[e]
-                m.submodules[f"mem{e}"] = mt
-                connect(m, mt.o_rsp, ep.i_rsp)
-                connect(m, ep.o_req, mt.i_req)
-                m.d.comb += [mt.i_node_id.eq(e), self.i_rsp[e].ready.eq(0),
-                             self.o_mem_status[self.cpu_endpoints.index(e)].eq(mt.o_status)]
-            else:
-                connect(m, flipped(self.i_rsp[e]), ep.i_rsp)
-                connect(m, ep.o_req, flipped(self.o_req[e]))
-            connect(m, ep.o_rsp, flipped(self.o_rsp[e]))
-            ing = IngressBridge()
-            egr = EgressBridge(n, self.result_timeout)
-            m.submodules[f"ingress{e}"] = ing
-            m.submodules[f"egress{e}"] = egr
-            connect(m, sc.o_req, ing.i_req)
-            connect(m, sc.o_rsp, ing.i_rsp)
-            connect(m, ing.o_flit, sw.i_port[e])
-            connect(m, sw.o_port[e], egr.i_flit)
-            connect(m, egr.o_req, sc.i_req)
-            connect(m, egr.o_rsp, sc.i_rsp)
-            m.d.comb += [self.o_stats[e].eq(sw.o_stats[e]),
-                         self.o_unit_stats[e].eq(sw.o_unit_stats[e]),
-                         self.o_bridge_drops[e].eq(egr.o_drops)]
-            # PHY status
-            ls = self.o_link[e]
-            for dname, rx in (("up", up), ("down", down)):
-                link = getattr(ls, f"{dname}_link")
-                drops = Signal(16, name=f"{dname}{e}_drops")
-                was = Signal(name=f"{dname}{e}_was_up")
-                m.d.sync += was.eq(rx.o_link_up)
-                m.d.comb += [link.eq(rx.o_link_up), getattr(ls, f"{dname}_drops").eq(drops)]
-                with m.If(was & ~rx.o_link_up & (drops != 0xFFFF)):
-                    m.d.sync += drops.eq(drops + 1)
-                if self.lane_profile == "rs544":
-                    fs = self.o_fec[e]
-                    m.d.comb += [getattr(ls, f"{dname}_slips").eq(rx.o_relocks),
-                                 getattr(ls, f"{dname}_decode_errors").eq(rx.o_uncorrectable)]
-                    for f in ("codewords", "corrected_codewords", "corrected_symbols",
-                              "uncorrectable"):
-                        m.d.comb += getattr(fs, f"{dname}_{f}").eq(getattr(rx, f"o_{f}"))
-                    for k in range(self.lanes[e]):
-                        m.d.comb += getattr(fs, f"{dname}_symbol_errors{k}").eq(
-                            rx.o_symbol_errors[k])
-                    continue
-                slips = sum(rx.o_slips[k] for k in range(self.lanes[e]))
-                bips = sum(rx.o_bip_errors[k] for k in range(self.lanes[e]))
-                m.d.comb += [getattr(ls, f"{dname}_slips").eq(slips),
-                             getattr(ls, f"{dname}_bip_errors").eq(bips),
-                             getattr(ls, f"{dname}_decode_errors").eq(rx.o_decode_errors)]
+            self._endpoint(m, e, self._flat_io(e, sw))
         return m
 
 

@@ -3,12 +3,12 @@ blocks, or the W-bit words of a FEC lane)."""
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["LaneFault", "xorshift32", "xorshift32_step", "LANE_BITS", "ber_threshold",
-           "threshold_ber", "MAX_BURST"]
+           "threshold_ber", "MAX_BURST", "seed_values"]
 
 LANE_BITS = 66
 #: Longest error burst of :class:`LaneFault`, in bits.
@@ -55,6 +55,12 @@ def _seed(seed: int, salt: int) -> int:
     return x or 1
 
 
+def seed_values(seed: int) -> tuple[int, int]:
+    """The reset values of a :class:`LaneFault`'s two generators for ``seed`` (what
+    ``i_seed_x``/``i_seed_y`` take with ``seed_ports``)."""
+    return _seed(int(seed), 1), _seed(int(seed), 2)
+
+
 class LaneFault(wiring.Component):
     """Bit errors, error bursts, a one-shot bit slip, a dark lane and a cable delay on one
     PCS lane of ``width`` bits per cycle (66: a 64b/66b block; the words below say
@@ -98,6 +104,13 @@ class LaneFault(wiring.Component):
         Bits per lane per cycle, 8..127 (default 66; a FEC lane of S symbols has 10 S).
         With ``width != 66`` the dark lane's zeros are caught by the FEC receiver's marker
         lock instead of the sync header check.
+    seed_ports : bool
+        Take the generators' reset values from ``i_seed_x``/``i_seed_y`` instead of
+        ``seed`` (:func:`seed_values` gives a seed's pair), so that one module serves
+        lanes of different seeds (docs/fabric.md, "Split Verilog"). The generators then
+        load the ports in every cycle of the domain's reset (they have no reset value of
+        their own, so they are undefined until the first reset); after a reset the lane
+        runs as with ``seed``.
 
     Members
     -------
@@ -119,6 +132,8 @@ class LaneFault(wiring.Component):
         The timed dark lane is on this cycle (only with ``dark_timer``).
     o_flips : Out(32)
         Bits flipped so far (saturating).
+    i_seed_x, i_seed_y : In(32)
+        The generators' reset values (only with ``seed_ports``).
 
     Timing
     ------
@@ -132,7 +147,8 @@ class LaneFault(wiring.Component):
     """
 
     def __init__(self, seed: int = 1, latency: int = 0, max_burst: int = 0,
-                 dark_timer: bool = False, width: int = LANE_BITS):
+                 dark_timer: bool = False, width: int = LANE_BITS,
+                 seed_ports: bool = False):
         if not isinstance(width, int) or isinstance(width, bool) or not 8 <= width <= 127:
             raise ValueError(f"width={width!r} must be an integer in 8..127 (bits per cycle)")
         if not isinstance(latency, int) or isinstance(latency, bool) or latency < 0:
@@ -143,6 +159,9 @@ class LaneFault(wiring.Component):
                              f"0..{min(MAX_BURST, width)}")
         if not isinstance(dark_timer, bool):
             raise TypeError(f"dark_timer={dark_timer!r} must be a bool")
+        if not isinstance(seed_ports, bool):
+            raise TypeError(f"seed_ports={seed_ports!r} must be a bool")
+        self.seed_ports = seed_ports
         self.seed = int(seed)
         self.latency = latency
         self.max_burst = max_burst
@@ -159,6 +178,8 @@ class LaneFault(wiring.Component):
         }
         if max_burst:
             sig["i_burst_len"] = In(range(max_burst + 1))
+        if seed_ports:
+            sig.update({"i_seed_x": In(32), "i_seed_y": In(32)})
         if dark_timer:
             sig.update({"i_dark_start": In(1), "i_dark_cycles": In(32), "o_dark": Out(1)})
         super().__init__(sig)
@@ -166,10 +187,20 @@ class LaneFault(wiring.Component):
     def elaborate(self, platform):
         W = self.width
         m = Module()
-        x = Signal(32, init=_seed(self.seed, 1))
-        y = Signal(32, init=_seed(self.seed, 2))
+        if self.seed_ports:
+            x = Signal(32, reset_less=True)
+            y = Signal(32, reset_less=True)
+        else:
+            x = Signal(32, init=_seed(self.seed, 1))
+            y = Signal(32, init=_seed(self.seed, 2))
         xn, yn = xorshift32(x), xorshift32(y)
-        m.d.sync += [x.eq(xn), y.eq(yn)]
+        if self.seed_ports:
+            with m.If(ResetSignal()):
+                m.d.sync += [x.eq(self.i_seed_x), y.eq(self.i_seed_y)]
+            with m.Else():
+                m.d.sync += [x.eq(xn), y.eq(yn)]
+        else:
+            m.d.sync += [x.eq(xn), y.eq(yn)]
         flip = Signal()
         pos = Signal(7)
         m.d.comb += [flip.eq(xn <= self.i_threshold),

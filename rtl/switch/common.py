@@ -85,6 +85,15 @@ class SwitchBase(wiring.Component):
     o_unit_stats : Out(unit_stats_layout()).array(n_ports)
         With ``reduce=True``: counters per unit, see :data:`UNIT_STATS`.
 
+    Attributes
+    ----------
+    unit_module : str or None
+        None (the default): the reduction units are elaborated inside the switch. A
+        module name: each unit becomes an ``Instance`` of that module
+        (:class:`~fusionfabric.rtl.export.ModuleInstance`), whose Verilog is the unit's
+        own conversion under that name; the split fabric (``rtl/fabric/split.py``) sets
+        it for the conversion of its switch module.
+
     Timing
     ------
     Set by each design (its own docstring and docs/switch.md). All designs share the
@@ -94,6 +103,7 @@ class SwitchBase(wiring.Component):
 
     mode: str
     pipeline: bool = False
+    unit_module: str | None = None
 
     def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
                  out_depth: int = 4, n_groups: int = 16, reduce: bool = False,
@@ -136,6 +146,13 @@ class SwitchBase(wiring.Component):
             members["o_unit_credit"] = Out(range(out_depth + 1)).array(n_ports)
             members["o_unit_stats"] = Out(unit_stats_layout()).array(n_ports)
         super().__init__(members)
+
+    def reduction_unit(self):
+        """A new reduction unit of this switch's parameters (one per port with
+        ``reduce=True``)."""
+        from fusionfabric.rtl.reduce.unit import ReductionUnit
+        return ReductionUnit(n_ports=self.n_ports, data_width=self.data_width,
+                             n_chunks=self.n_chunks, n_groups=self.n_groups)
 
     @property
     def n_rows(self) -> int:

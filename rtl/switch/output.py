@@ -8,7 +8,7 @@ from amaranth import Const, Module, Signal
 from amaranth.lib import fifo
 
 from fusionfabric.formats.switch import Kind
-from fusionfabric.rtl.reduce.unit import ReductionUnit
+from fusionfabric.rtl.export import ModuleInstance
 
 from .common import UNIT_STATS, SwitchBase
 from .crosspoint import OutputBuffer
@@ -61,14 +61,16 @@ class OutputSide:
 
     def attach_units(self, m: Module) -> list:
         """With ``reduce=True``, add one reduction unit per port, configured by the same
-        ``i_config`` beats as the group table; returns them (empty otherwise)."""
+        ``i_config`` beats as the group table (each an ``Instance`` of the switch's
+        ``unit_module`` if it names one); returns them (empty otherwise)."""
         sw = self.switch
         n = sw.n_ports
         units = self.units
         if sw.reduce:
             for u in range(n):
-                unit = ReductionUnit(n_ports=n, data_width=sw.data_width,
-                                     n_chunks=sw.n_chunks, n_groups=sw.n_groups)
+                unit = sw.reduction_unit()
+                if sw.unit_module is not None:
+                    unit = ModuleInstance(unit, sw.unit_module)
                 m.submodules[f"unit{u}"] = unit
                 m.d.comb += [unit.i_config.valid.eq(sw.i_config.valid),
                              unit.i_config.payload.eq(sw.i_config.payload)]

@@ -129,12 +129,13 @@ _BUILT: dict[str, tuple[Path, str]] = {}
 
 
 def build_verilog(block: str, params: dict[str, Any] | None = None, *, component=None,
-                  toplevel: str = "top") -> tuple[Path, str]:
+                  toplevel: str = "top", split: bool = False) -> tuple[Path, str]:
     """Write the Verilog of ``block`` with ``params`` into its hashed build directory.
 
     Returns ``(build_dir, toplevel)``. ``component`` may be given directly (then ``block``
     only names the directory); otherwise it is built from the registry (and converted once
-    per process for each parameter set).
+    per process for each parameter set). ``split``: a fabric's split Verilog
+    (:func:`fusionfabric.rtl.fabric.split.split_verilog`) instead of the flat one.
     """
     from fusionfabric.rtl.blocks import get_block
     from fusionfabric.rtl.export import config_hash, to_verilog
@@ -144,14 +145,18 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
     if component is None:
         b = get_block(block)
         params = b.resolve(params)
-        memo = json.dumps([str(BUILD_ROOT), block, toplevel, params], sort_keys=True,
-                          default=str)
+        memo = json.dumps([str(BUILD_ROOT), block, toplevel, params, split],
+                          sort_keys=True, default=str)
         if memo in _BUILT and (_BUILT[memo][0] / f"{toplevel}.v").exists():
             return _BUILT[memo]
         component = b.build(**params)
-    text = to_verilog(component, toplevel)
+    if split:
+        from fusionfabric.rtl.fabric.split import split_verilog
+        text = split_verilog(component, toplevel)
+    else:
+        text = to_verilog(component, toplevel)
     key = config_hash(block, params, text)
-    build_dir = BUILD_ROOT / "rtl" / f"{_slug(block)}-{key}"
+    build_dir = BUILD_ROOT / "rtl" / f"{_slug(block)}{'-split' if split else ''}-{key}"
     build_dir.mkdir(parents=True, exist_ok=True)
     vfile = build_dir / f"{toplevel}.v"
     with FileLock(str(build_dir / ".lock")):
@@ -191,7 +196,7 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
         test_args: dict[str, Any] | None = None, seed: int | None = None,
         waves: bool | None = None, name: str | None = None,
         extra_env: dict[str, str] | None = None, planted_fault: bool = False,
-        vpi: str = "all", netlist: str | None = None) -> RunResult:
+        vpi: str = "all", netlist: str | None = None, split: bool = False) -> RunResult:
     """Build ``block`` and run the cocotb ``test_module`` against it.
 
     Parameters
@@ -216,6 +221,10 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
         Verilog (``synth_ecp5``, then ``write_verilog``; ECP5 cells from Yosys's
         ``cells_sim_ecp5.v``, fusionfabric.synth.ecp5_sim_library). Only the top level's ports remain, so the test must read
         nothing below them. Icarus only.
+    split : bool
+        A fabric only: simulate its split Verilog (one module per distinct endpoint path,
+        one for the switch and one for its reduction units, docs/fabric.md "Split
+        Verilog").
     """
     sim = (sim or os.environ.get("SIM") or "icarus").lower()
     if sim not in ("icarus", "verilator"):
@@ -231,7 +240,7 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
         raise ValueError(f"netlist={netlist!r} is not None or 'ecp5'")
     if netlist and sim != "icarus":
         raise ValueError(f"netlist={netlist!r} runs on Icarus only, not {sim}")
-    build_dir, top = build_verilog(block, params, component=component)
+    build_dir, top = build_verilog(block, params, component=component, split=split)
     if component is None:
         from fusionfabric.rtl.blocks import get_block
         params = get_block(block).resolve(params or {})
