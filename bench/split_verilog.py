@@ -9,11 +9,13 @@ seconds is stopped and reported as such. Mode ``endpoints`` converts the split d
 without its switch module: the endpoint side alone, to tell its cost from the switch's.
 
     python bench/split_verilog.py [--lists accelerator:2x8 ...] [--modes flat split endpoints]
-        [--timeout 1800] [--lint] [--json out.json]
+        [--timeout 1800] [--lint] [--lint-modules] [--json out.json]
 
 With ``--lint`` each complete design (flat, split) is also linted (``verilator --lint-only
 -Wall``, ``fusionfabric.lint`` and its waivers): seconds, findings, waived warnings and the
-peak memory of Verilator.
+peak memory of Verilator. With ``--lint-modules`` each link module and the reduction unit
+module of a split design is linted on its own (cut from the text with the submodules named
+under it), before the whole design.
 """
 
 from __future__ import annotations
@@ -40,7 +42,23 @@ out = {"seconds": time.perf_counter() - t, "bytes": len(text),
        "variants": len(link_variants(fab)),
        "peak_mb": max(r(resource.RUSAGE_SELF).ru_maxrss,
                       r(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024}
-if sys.argv[3] == "lint":
+lint = sys.argv[3].split(",")
+if "modules" in lint and mode != "flat":
+    import re
+    from fusionfabric.lint import lint_verilog
+    # each module (with its submodules, named under it) apart from the switch and the top
+    chunks = re.split(r"(?m)^(?=(?:\(\*.*\*\)\s*\n)*module )", text)
+    tops = re.findall(r"(?m)^module (fabric_(?:link_\w+|reduce_unit))\(", text)
+    out["module_lint"] = []
+    for top in tops:
+        sub = "".join(c for c in chunks
+                      if re.match(rf"(?:\(\*.*\*\)\s*\n)*module \\?{top}[\s(.]", c))
+        res = lint_verilog(sub, top, block="fabric")
+        out["module_lint"].append({"module": top, "lines": sub.count("\n"),
+                                   "seconds": res.seconds_lint,
+                                   "findings": [str(w) for w in res.findings],
+                                   "waived": len(res.waived)})
+if "whole" in lint and mode != "endpoints":
     from fusionfabric.lint import lint_verilog
     res = lint_verilog(text, "fabric", block="fabric")
     out.update(lint_seconds=res.seconds_lint, findings=len(res.findings),
@@ -51,12 +69,11 @@ print(json.dumps(out))
 """
 
 
-def convert(endpoints: str, mode: str, timeout: float, lint: bool = False) -> dict:
+def convert(endpoints: str, mode: str, timeout: float, lint: tuple = ()) -> dict:
     t = time.perf_counter()
-    lint = lint and mode != "endpoints"
     try:
         proc = subprocess.run([sys.executable, "-W", "ignore", "-c", CHILD, endpoints, mode,
-                               "lint" if lint else "-"],
+                               ",".join(lint) or "-"],
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"endpoints": endpoints, "mode": mode, "error": f"stopped after {timeout:g} s"}
@@ -79,6 +96,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lint", action="store_true",
                     help="also run verilator --lint-only -Wall on each complete design "
                          "(fusionfabric.lint, the waivers of docs/lint.md)")
+    ap.add_argument("--lint-modules", action="store_true",
+                    help="also lint each link module and the reduction unit module of a "
+                         "split design on its own, cut from the text with its submodules")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.timeout <= 0:
@@ -89,13 +109,19 @@ def main(argv=None) -> int:
           f"{'lines':>9} {'modules':>7}")
     for endpoints in args.lists:
         for mode in args.modes:
-            r = convert(endpoints, mode, args.timeout, args.lint)
+            r = convert(endpoints, mode, args.timeout,
+                        ("whole",) * args.lint + ("modules",) * args.lint_modules)
             rows.append(r)
             if "error" in r:
                 print(f"{endpoints:32} {mode:5} {r['error']}", flush=True)
                 continue
             print(f"{endpoints:32} {mode:5} {r['seconds']:8.1f} {r['peak_mb'] / 1024:8.2f} "
                   f"{r['bytes'] / 1e6:7.1f} {r['lines']:9,} {r['modules']:7}", flush=True)
+            for ml in r.get("module_lint", []):
+                print(f"{'':32} lint {ml['module']} alone ({ml['lines']:,} lines): "
+                      f"{ml['seconds']:.1f} s, {len(ml['findings'])} findings, "
+                      f"{ml['waived']} waived"
+                      + "".join(f"\n{'':34}{w}" for w in ml["findings"][:4]), flush=True)
             if "findings" in r:
                 print(f"{'':32} lint: {r['lint_seconds']:.1f} s, {r['findings']} findings, "
                       f"{r['waived']} waived, peak {r['lint_peak_mb'] / 1024:.2f} GB"

@@ -1,5 +1,6 @@
 """The fabric's Verilog split by endpoint path: one module per distinct path, one for the
-switch, and a thin top that instantiates them (docs/fabric.md, "Split Verilog").
+switch, one for its reduction units, and a thin top that instantiates them (docs/fabric.md,
+"Split Verilog").
 
 :class:`~.fabric.Fabric` converts as one design: every endpoint's chiplets, PCS, lanes and
 bridges are elaborated and written out again for each endpoint, so the conversion's memory
@@ -8,8 +9,10 @@ Endpoints differ only in their lane count, their kind (a ``cpu`` has a memory ta
 a few constants: the node id, the index of their first lane in ``i_fault``/``o_flips`` and
 the seeds of their lane error generators. :class:`EndpointLink` takes those constants as
 input ports, so one module serves every endpoint of the same lanes and kind; the top,
-:class:`SplitTop`, ties them to constants. The split design has the fabric's ports and,
-after the first reset, its behaviour cycle for cycle.
+:class:`SplitTop`, ties them to constants. The switch's reduction units, all of the same
+parameters, are likewise one module that the switch instantiates once per port
+(``SwitchBase.unit_module``). The split design has the fabric's ports and, after the first
+reset, its behaviour cycle for cycle.
 """
 
 from __future__ import annotations
