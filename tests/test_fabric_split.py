@@ -86,9 +86,35 @@ def test_split_verilog_structure_and_lint(tmp_path, capsys):
 
 def test_split_of_another_block_exits_2_with_one_line(capsys):
     from fusionfabric.cli import main
+    assert main(["generate", "scrambler", "--split"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "--split" in lines[0] and "'scrambler'" in lines[0], lines
+    # a switch without reduction units has nothing to split off
     assert main(["generate", "switch", "--split"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "--split" in lines[0] and "'switch'" in lines[0], lines
+    assert len(lines) == 1 and "--split" in lines[0] and "reduce=false" in lines[0], lines
+
+
+def test_split_switch_structure_and_lint(tmp_path, capsys):
+    """``generate switch --split --set reduce=true``: one reduction unit module, instanced
+    once per port by the switch, the switch's own ports and port map, no lint finding."""
+    from fusionfabric.cli import main
+    from fusionfabric.lint import lint_verilog, top_ports
+    out = tmp_path / "sw.v"
+    sets = ["--set", "n_ports=3", "--set", "data_width=64", "--set", "reduce=true"]
+    assert main(["generate", "switch", "--split", *sets, "--name", "sw", "-o", str(out)]) == 0
+    names = re.findall(r"^converting (\S+)$", capsys.readouterr().err, flags=re.M)
+    assert names == ["sw_reduce_unit", "sw"]
+    text = out.read_text()
+    assert text.startswith("`timescale 1ns/1ps\n")
+    mods = _modules(text)
+    assert mods.count("sw") == 1 and mods.count("sw_reduce_unit") == 1, mods
+    assert sorted(_instances(text, "sw", "sw_reduce_unit")) == ["unit0", "unit1", "unit2"]
+    flat = port_map(get_block("switch").build(n_ports=3, data_width=64, reduce=True), "sw")
+    assert top_ports(text, "sw") == {p["name"] for p in flat["ports"]}
+    assert json.loads(out.with_suffix(".ports.json").read_text())["ports"] == flat["ports"]
+    result = lint_verilog(text, "sw", block="switch")
+    assert result.findings == [], result.findings
 
 
 @pytest.mark.soak

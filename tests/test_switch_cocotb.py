@@ -62,6 +62,16 @@ def test_switch_reduce(case):
 
 
 @pytest.mark.cocotb
+def test_switch_reduce_split_icarus():
+    """The same reduction test on the switch's split Verilog (its reduction units as one
+    module, instanced per port: ``generate switch --split``), first case's parameters."""
+    sim, params = REDUCE_CASES[0]
+    result = runner.run("switch", "fusionfabric.tb.switch.test_switch_reduce", params, sim=sim,
+                        test_args={"chunks": 3}, split=True, name="reduce_split")
+    assert result.tests and not result.failed
+
+
+@pytest.mark.cocotb
 @pytest.mark.soak
 def test_switch_reduce_verilator_soak():
     """The switch with its units is large for Verilator (n units of SIMD float pipelines):

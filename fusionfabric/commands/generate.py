@@ -5,9 +5,11 @@ The Verilog starts with a `` `timescale`` line (``--timescale``, default ``1ns/1
 its direction and width, and the bit fields (offset, width, enum values) of every port whose
 declared shape is a data layout (:func:`fusionfabric.rtl.export.port_map`). With
 ``--fusesoc`` a FuseSoC core is written beside them (:mod:`fusionfabric.fusesoc`), plus a
-self-checking Icarus testbench for the blocks that have one. With ``--split`` (the fabric
-only) the Verilog holds one module per distinct endpoint path, one for the switch and one
-for its reduction units (:mod:`fusionfabric.rtl.fabric.split`).
+self-checking Icarus testbench for the blocks that have one. With ``--split`` the fabric's
+Verilog holds one module per distinct endpoint path, one for the switch and one for its
+reduction units (:mod:`fusionfabric.rtl.fabric.split`), and a switch's with ``reduce=true``
+one module for its reduction units besides the switch
+(:func:`fusionfabric.rtl.switch.common.split_switch_verilog`).
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ def add_arguments(p):
                         "with targets default and lint, and sim for blocks with a testbench "
                         "(bist-gen, bist-check: FILE_tb.v beside it)")
     p.add_argument("--split", action="store_true",
-                   help="fabric only: one module per distinct endpoint path (lanes, kind), "
-                        "one for the switch and one for its reduction units, instantiated "
-                        "by a top with the same ports (docs/fabric.md, 'Split Verilog')")
+                   help="fabric: one module per distinct endpoint path (lanes, kind), one "
+                        "for the switch and one for its reduction units, instantiated by a "
+                        "top with the same ports (docs/fabric.md, 'Split Verilog'); switch "
+                        "with reduce=true: its reduction units as one module")
     p.add_argument("--timescale", default="1ns/1ps", metavar="UNIT/PREC",
                    help="the `timescale line the Verilog starts with (default 1ns/1ps; "
                         "units 1, 10 or 100 of s, ms, us, ns, ps, fs; 'none': no line)")
@@ -73,9 +76,13 @@ def run(args):
         except ValueError as exc:
             raise CliError(f"--timescale: {exc}") from None
     block = get_block(args.block)
-    if args.split and block.name != "fabric":
-        raise CliError(f"--split: only the fabric block has a split form, not {block.name!r}")
+    if args.split and block.name not in ("fabric", "switch"):
+        raise CliError(f"--split: only the fabric and the switch (with reduce=true) have a "
+                       f"split form, not {block.name!r}")
     params = block.resolve(parse_sets(block, args.set))
+    if args.split and block.name == "switch" and not params["reduce"]:
+        raise CliError("--split: the switch has a split form only with reduce=true "
+                       "(its reduction units are the separate module), not reduce=false")
     top = args.name or block.name.replace("-", "_")
     if not top.isidentifier():
         raise CliError(f"--name {top!r} is not a valid Verilog identifier")
@@ -92,10 +99,15 @@ def run(args):
                 check_output(testbench_path(out), "-o (FuseSoC testbench)")
     component = block.build(**params)
     if args.split:
-        from fusionfabric.rtl.fabric.split import split_verilog
-        text = split_verilog(component, top, timescale=timescale,
-                             progress=lambda name: print(f"converting {name}",
-                                                         file=sys.stderr))
+        def progress(name):
+            print(f"converting {name}", file=sys.stderr)
+        if block.name == "fabric":
+            from fusionfabric.rtl.fabric.split import split_verilog
+            text = split_verilog(component, top, timescale=timescale, progress=progress)
+        else:
+            from fusionfabric.rtl.switch.common import split_switch_verilog
+            head = f"`timescale {timescale}\n" if timescale is not None else ""
+            text = head + split_switch_verilog(component, top, progress=progress)
     else:
         text = to_verilog(component, top, timescale=timescale)
     ports = port_map(component, top)

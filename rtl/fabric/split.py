@@ -29,6 +29,8 @@ from fusionfabric.formats.chiplet import SLOT_BITS
 from fusionfabric.formats.memory import MEM_STATUS
 from fusionfabric.formats.switch import switch_flit
 
+from fusionfabric.rtl.switch.common import split_switch_verilog
+
 from .fabric import UP, Fabric, fault_layout, fec_status_layout, lane_index, \
     link_status_layout
 from .fault import LaneFault, seed_values
@@ -194,7 +196,8 @@ def split_verilog(fab: Fabric, top: str = "fabric", *, timescale: str | None = N
                   progress=None, with_switch: bool = True) -> str:
     """Verilog-2005 of ``fab`` as the split design: the reduction unit module
     ``{top}_reduce_unit`` (one for all the switch's units), the switch module
-    ``{top}_switch`` that instantiates it once per port, one module
+    ``{top}_switch`` that instantiates it once per port (:func:`split_switch_verilog`),
+    one module
     ``{top}_link_acc{lanes}``/``{top}_link_cpu{lanes}`` per distinct endpoint path, and the top ``top`` with ``fab``'s ports. ``progress(name)`` is called before
     each module's conversion. ``with_switch=False`` leaves the switch module out (the
     text is then incomplete: it measures the endpoint side alone, bench/split_verilog.py)."""
@@ -204,15 +207,8 @@ def split_verilog(fab: Fabric, top: str = "fabric", *, timescale: str | None = N
     for obj in (fab, *fab.mem_targets.values(), *(t.mem for t in fab.mem_targets.values())):
         obj._MustUse__silence = True
     if with_switch:
-        sw, unit_name = fab.switch, f"{top}_reduce_unit"
-        note(unit_name)
-        parts.append(to_verilog(sw.reduction_unit(), unit_name))
-        note(f"{top}_switch")
-        sw.unit_module = unit_name
-        try:
-            parts.append(to_verilog(sw, f"{top}_switch"))
-        finally:
-            sw.unit_module = None
+        parts.append(split_switch_verilog(fab.switch, f"{top}_switch", progress=note,
+                                          unit_name=f"{top}_reduce_unit"))
     else:
         fab.switch._MustUse__silence = True
     for (lanes, cpu), members in link_variants(fab).items():

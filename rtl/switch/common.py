@@ -17,7 +17,7 @@ from fusionfabric.formats.switch import GROUP_BITS, switch_flit
 from .group_table import config_layout
 
 __all__ = ["SwitchBase", "STATS", "UNIT_STATS", "RESULT_FIFO_DEPTH", "stats_layout",
-           "unit_stats_layout"]
+           "unit_stats_layout", "split_switch_verilog"]
 
 #: Per-port counters, LSB first, 32 bits each (``o_stats[p]``).
 STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest", "drop_group",
@@ -159,3 +159,27 @@ class SwitchBase(wiring.Component):
         """Crossbar size: rows 0 … n−1 are the ports, rows n … 2n−1 (``reduce=True``) the
         reduction units' results; columns likewise the ports and the units' inputs."""
         return 2 * self.n_ports if self.reduce else self.n_ports
+
+
+def split_switch_verilog(switch: SwitchBase, name: str = "switch", progress=None,
+                         unit_name: str | None = None) -> str:
+    """Verilog-2005 of a switch with ``reduce=True`` as two modules: ``unit_name`` (default
+    ``{name}_reduce_unit``: one reduction unit of the switch's parameters, written once)
+    and the switch ``name``, whose units are instances of it
+    (:attr:`SwitchBase.unit_module`). Same ports and behaviour as the switch's flat
+    conversion. ``progress(module)`` is called before each module's conversion. Raises
+    ``ValueError`` for a switch without reduction units."""
+    from fusionfabric.rtl.export import to_verilog
+    if not switch.reduce:
+        raise ValueError("a switch without reduction units (reduce=False) has no split form")
+    note = progress or (lambda module: None)
+    unit_name = unit_name or f"{name}_reduce_unit"
+    note(unit_name)
+    parts = [to_verilog(switch.reduction_unit(), unit_name)]
+    note(name)
+    switch.unit_module = unit_name
+    try:
+        parts.append(to_verilog(switch, name))
+    finally:
+        switch.unit_module = None
+    return "".join(parts)

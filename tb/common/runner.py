@@ -135,7 +135,8 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
     Returns ``(build_dir, toplevel)``. ``component`` may be given directly (then ``block``
     only names the directory); otherwise it is built from the registry (and converted once
     per process for each parameter set). ``split``: a fabric's split Verilog
-    (:func:`fusionfabric.rtl.fabric.split.split_verilog`) instead of the flat one.
+    (:func:`fusionfabric.rtl.fabric.split.split_verilog`), or a reducing switch's
+    (:func:`fusionfabric.rtl.switch.common.split_switch_verilog`), instead of the flat one.
     """
     from fusionfabric.rtl.blocks import get_block
     from fusionfabric.rtl.export import config_hash, to_verilog
@@ -150,7 +151,10 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
         if memo in _BUILT and (_BUILT[memo][0] / f"{toplevel}.v").exists():
             return _BUILT[memo]
         component = b.build(**params)
-    if split:
+    if split and block == "switch":
+        from fusionfabric.rtl.switch.common import split_switch_verilog
+        text = split_switch_verilog(component, toplevel)
+    elif split:
         from fusionfabric.rtl.fabric.split import split_verilog
         text = split_verilog(component, toplevel)
     else:
@@ -222,9 +226,9 @@ def run(block: str, test_module: str, params: dict[str, Any] | None = None, *,
         ``cells_sim_ecp5.v``, fusionfabric.synth.ecp5_sim_library). Only the top level's ports remain, so the test must read
         nothing below them. Icarus only.
     split : bool
-        A fabric only: simulate its split Verilog (one module per distinct endpoint path,
+        Simulate the split Verilog of a fabric (one module per distinct endpoint path,
         one for the switch and one for its reduction units, docs/fabric.md "Split
-        Verilog").
+        Verilog") or of a switch with ``reduce=True`` (its units as one module).
     """
     sim = (sim or os.environ.get("SIM") or "icarus").lower()
     if sim not in ("icarus", "verilator"):
