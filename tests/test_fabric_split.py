@@ -1,6 +1,7 @@
 """The fabric's split Verilog (rtl/fabric/split.py, docs/fabric.md "Split Verilog"): one
 module per distinct endpoint path, one for the switch and one for its reduction units, a
-top of instances.
+top of instances; and the switch's own split (its reduction units as one module,
+docs/switch.md "Reduction units").
 
 References: the flat fabric's ports (its signature, ``port_map``) for the top's ports;
 the endpoint list's own numbering for which module each endpoint instantiates and the

@@ -25,11 +25,10 @@ from amaranth.lib.wiring import In, Out, flipped
 
 from fusionfabric.rtl.chiplet.common import STATUS, port_layout
 from fusionfabric.rtl.export import check_timescale, instance_ports, to_verilog
+from fusionfabric.rtl.switch.common import split_switch_verilog
 from fusionfabric.formats.chiplet import SLOT_BITS
 from fusionfabric.formats.memory import MEM_STATUS
 from fusionfabric.formats.switch import switch_flit
-
-from fusionfabric.rtl.switch.common import split_switch_verilog
 
 from .fabric import UP, Fabric, fault_layout, fec_status_layout, lane_index, \
     link_status_layout
