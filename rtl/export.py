@@ -27,8 +27,8 @@ from amaranth.back import verilog
 from amaranth.hdl import Shape, ShapeCastable, Value
 from amaranth.lib import data, wiring
 
-__all__ = ["to_verilog", "port_map", "shape_fields", "check_timescale", "config_hash",
-           "instance_ports", "ModuleInstance", "TIMESCALE_DEFAULT"]
+__all__ = ["to_verilog", "port_map", "shape_fields", "check_timescale", "timescale_line",
+           "config_hash", "instance_ports", "ModuleInstance", "TIMESCALE_DEFAULT"]
 
 #: The time scale ``fusionfabric generate`` writes unless told otherwise (that of the cocotb
 #: runner, ``tb/common/runner.py``).
@@ -71,8 +71,13 @@ def to_verilog(component: wiring.Component, name: str = "top", *,
     With ``timescale`` (``"1ns/1ps"``, checked by :func:`check_timescale`) the text starts
     with that `` `timescale`` directive; without, it has none.
     """
-    head = f"`timescale {check_timescale(timescale)}\n" if timescale is not None else ""
-    return head + verilog.convert(component, name=name, emit_src=False)
+    return timescale_line(timescale) + verilog.convert(component, name=name, emit_src=False)
+
+
+def timescale_line(timescale: str | None) -> str:
+    """The `` `timescale`` line a Verilog text starts with (checked by
+    :func:`check_timescale`), or ``""`` for None."""
+    return f"`timescale {check_timescale(timescale)}\n" if timescale is not None else ""
 
 
 def instance_ports(component: wiring.Component, value_of) -> dict:

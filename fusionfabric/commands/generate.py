@@ -99,15 +99,10 @@ def run(args):
                 check_output(testbench_path(out), "-o (FuseSoC testbench)")
     component = block.build(**params)
     if args.split:
-        def progress(name):
-            print(f"converting {name}", file=sys.stderr)
-        if block.name == "fabric":
-            from fusionfabric.rtl.fabric.split import split_verilog
-            text = split_verilog(component, top, timescale=timescale, progress=progress)
-        else:
-            from fusionfabric.rtl.switch.common import split_switch_verilog
-            head = f"`timescale {timescale}\n" if timescale is not None else ""
-            text = head + split_switch_verilog(component, top, progress=progress)
+        from fusionfabric.rtl.fabric.split import split_design_verilog
+        text = split_design_verilog(component, top, timescale=timescale,
+                                    progress=lambda name: print(f"converting {name}",
+                                                                file=sys.stderr))
     else:
         text = to_verilog(component, top, timescale=timescale)
     ports = port_map(component, top)

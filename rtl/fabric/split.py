@@ -24,7 +24,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out, flipped
 
 from fusionfabric.rtl.chiplet.common import STATUS, port_layout
-from fusionfabric.rtl.export import check_timescale, instance_ports, to_verilog
+from fusionfabric.rtl.export import instance_ports, timescale_line, to_verilog
 from fusionfabric.rtl.switch.common import split_switch_verilog
 from fusionfabric.formats.chiplet import SLOT_BITS
 from fusionfabric.formats.memory import MEM_STATUS
@@ -34,7 +34,8 @@ from .fabric import UP, Fabric, fault_layout, fec_status_layout, lane_index, \
     link_status_layout
 from .fault import LaneFault, seed_values
 
-__all__ = ["EndpointLink", "SplitTop", "split_verilog", "link_variants"]
+__all__ = ["EndpointLink", "SplitTop", "split_verilog", "split_design_verilog",
+           "link_variants"]
 
 
 def link_variants(fab: Fabric) -> dict[tuple[int, bool], list[int]]:
@@ -135,19 +136,18 @@ class SplitTop(wiring.Component):
         fab, top = self.fab, self.top
         m = Module()
         mine = {path: value for path, _, value in self.signature.flatten(self)}
+        sw_ports = {path: value for path, _, value in fab.switch.signature.flatten(fab.switch)}
         wires = {}
 
         def sw_value(path, member):
             # the switch's credit outputs are unread in the fabric as well
             if path[0] in ("i_port", "o_port", "o_credit", "o_unit_credit"):
-                sig = wires.setdefault(path, None)
-                if sig is None:
-                    shape = Value.cast(mine_sw[path]).shape()
-                    sig = wires[path] = Signal(shape, name="sw_" + _port_name(path))
-                return sig
+                if path not in wires:
+                    wires[path] = Signal(Value.cast(sw_ports[path]).shape(),
+                                         name="sw_" + _port_name(path))
+                return wires[path]
             return mine[path]
 
-        mine_sw = {path: value for path, _, value in fab.switch.signature.flatten(fab.switch)}
         clk = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
         m.submodules.switch = Instance(f"{top}_switch", **clk,
                                        **instance_ports(fab.switch, sw_value))
@@ -196,8 +196,8 @@ def split_verilog(fab: Fabric, top: str = "fabric", *, timescale: str | None = N
     """Verilog-2005 of ``fab`` as the split design: the reduction unit module
     ``{top}_reduce_unit`` (one for all the switch's units), the switch module
     ``{top}_switch`` that instantiates it once per port (:func:`split_switch_verilog`),
-    one module
-    ``{top}_link_acc{lanes}``/``{top}_link_cpu{lanes}`` per distinct endpoint path, and the top ``top`` with ``fab``'s ports. ``progress(name)`` is called before
+    one module ``{top}_link_acc{lanes}``/``{top}_link_cpu{lanes}`` per distinct endpoint
+    path, and the top ``top`` with ``fab``'s ports. ``progress(name)`` is called before
     each module's conversion. ``with_switch=False`` leaves the switch module out (the
     text is then incomplete: it measures the endpoint side alone, bench/split_verilog.py)."""
     parts = []
@@ -216,5 +216,20 @@ def split_verilog(fab: Fabric, top: str = "fabric", *, timescale: str | None = N
         parts.append(to_verilog(EndpointLink(fab, members[0]), name))
     note(top)
     parts.append(to_verilog(SplitTop(fab, top), top))
-    head = f"`timescale {check_timescale(timescale)}\n" if timescale is not None else ""
-    return head + "".join(parts)
+    return timescale_line(timescale) + "".join(parts)
+
+
+def split_design_verilog(component, name: str, *, timescale: str | None = None,
+                         progress=None) -> str:
+    """The split Verilog of ``component``: :func:`split_verilog` for a
+    :class:`~.fabric.Fabric`, :func:`split_switch_verilog` for a switch (which must have
+    ``reduce=True``), with the `` `timescale`` line of ``timescale``. Raises
+    ``ValueError`` for anything else."""
+    from fusionfabric.rtl.switch.common import SwitchBase
+    if isinstance(component, Fabric):
+        return split_verilog(component, name, timescale=timescale, progress=progress)
+    if isinstance(component, SwitchBase):
+        return timescale_line(timescale) + split_switch_verilog(component, name,
+                                                                progress=progress)
+    raise ValueError(f"{type(component).__name__} has no split form (a Fabric or a switch "
+                     f"with reduce=True has)")

@@ -134,9 +134,9 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
 
     Returns ``(build_dir, toplevel)``. ``component`` may be given directly (then ``block``
     only names the directory); otherwise it is built from the registry (and converted once
-    per process for each parameter set). ``split``: a fabric's split Verilog
-    (:func:`fusionfabric.rtl.fabric.split.split_verilog`), or a reducing switch's
-    (:func:`fusionfabric.rtl.switch.common.split_switch_verilog`), instead of the flat one.
+    per process for each parameter set). ``split``: the split Verilog of a fabric or a
+    reducing switch (:func:`fusionfabric.rtl.fabric.split.split_design_verilog`) instead of
+    the flat one.
     """
     from fusionfabric.rtl.blocks import get_block
     from fusionfabric.rtl.export import config_hash, to_verilog
@@ -151,12 +151,9 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
         if memo in _BUILT and (_BUILT[memo][0] / f"{toplevel}.v").exists():
             return _BUILT[memo]
         component = b.build(**params)
-    if split and block == "switch":
-        from fusionfabric.rtl.switch.common import split_switch_verilog
-        text = split_switch_verilog(component, toplevel)
-    elif split:
-        from fusionfabric.rtl.fabric.split import split_verilog
-        text = split_verilog(component, toplevel)
+    if split:
+        from fusionfabric.rtl.fabric.split import split_design_verilog
+        text = split_design_verilog(component, toplevel)
     else:
         text = to_verilog(component, toplevel)
     key = config_hash(block, params, text)
