@@ -43,9 +43,10 @@ def _stimulus(seed, n=N, max_burst=64, width=F.LANE_BITS):
     return s
 
 
-def _simulate(dut, s, timed=True, seeds=None):
+def _simulate(dut, s, timed=True, seeds=None, before=None):
     """``seeds``: ``(x, y)`` for a ``seed_ports`` injector, held on its ports through a
-    reset cycle that precedes the stimulus."""
+    reset cycle that precedes the stimulus; ``before``: an async function of the
+    testbench context run first (no reset)."""
     n = len(s["blocks"])
     blocks = F.bits_to_ints(s["blocks"])
     rec = {"out": [], "flips": [], "dark": []}
@@ -56,6 +57,8 @@ def _simulate(dut, s, timed=True, seeds=None):
         top.submodules.dut = dut
 
     async def tb(ctx):
+        if before is not None:
+            await before(ctx)
         if seeds is not None:
             ctx.set(dut.i_seed_x, seeds[0])
             ctx.set(dut.i_seed_y, seeds[1])
@@ -182,6 +185,22 @@ def test_seed_ports_match_the_model_after_a_reset():
     other = _simulate(LaneFault(latency=2, seed_ports=True), s, timed=False,
                       seeds=seed_values(12))
     assert _mismatch(other, s, seed=11, latency=2, bursts=False) is not None
+
+
+def test_seed_ports_before_any_reset_run_as_the_module_seed():
+    """A flow that never resets a ``seed_ports`` injector sees defined generators: they
+    start from its own ``seed``'s values (the ports, holding another seed's pair, are
+    loaded only during a reset)."""
+    s = _stimulus(SEED + 4, max_burst=0)
+    s["dark_start"][:] = 0
+    dut = LaneFault(seed=5, latency=2, seed_ports=True)
+    async def hold_other_seed(ctx):
+        ctx.set(dut.i_seed_x, seed_values(12)[0])
+        ctx.set(dut.i_seed_y, seed_values(12)[1])
+
+    rec = _simulate(dut, s, timed=False, before=hold_other_seed)
+    bad = _mismatch(rec, s, seed=5, latency=2, bursts=False)
+    assert bad is None, f"{bad} (stimulus seed {SEED + 4})"
 
 
 def test_fec_lane_width_matches_model():

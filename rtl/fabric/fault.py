@@ -108,9 +108,9 @@ class LaneFault(wiring.Component):
         Take the generators' reset values from ``i_seed_x``/``i_seed_y`` instead of
         ``seed`` (:func:`seed_values` gives a seed's pair), so that one module serves
         lanes of different seeds (docs/fabric.md, "Split Verilog"). The generators then
-        load the ports in every cycle of the domain's reset (they have no reset value of
-        their own, so they are undefined until the first reset); after a reset the lane
-        runs as with ``seed``.
+        load the ports in every cycle of the domain's reset (they are not reset to a
+        constant; before the first reset they hold ``seed``'s values); after a reset the
+        lane runs as with the ports' seed.
 
     Members
     -------
@@ -188,8 +188,10 @@ class LaneFault(wiring.Component):
         W = self.width
         m = Module()
         if self.seed_ports:
-            x = Signal(32, reset_less=True)
-            y = Signal(32, reset_less=True)
+            # loaded from the ports during reset; until the first reset they hold the
+            # values of `seed` (a defined state for a flow that never resets)
+            x = Signal(32, init=_seed(self.seed, 1), reset_less=True)
+            y = Signal(32, init=_seed(self.seed, 2), reset_less=True)
         else:
             x = Signal(32, init=_seed(self.seed, 1))
             y = Signal(32, init=_seed(self.seed, 2))
