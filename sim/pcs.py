@@ -349,6 +349,7 @@ class Receiver:
         self.link_up = 0
         self.out_valid, self.out_words = 0, [(0, 0)] * n
         self.decode_errors = 0
+        self.dec_row = 0      # ERROR blocks of the row on o_data, counted a cycle later
         self.align_failures = 0
         self.cycle = 0
 
@@ -443,6 +444,8 @@ class Receiver:
         all_ok = all(self.am_lock) and self._ids_ok()
         # output stage: descramble and decode the row registered by the alignment stage
         nx["out_valid"] = 0
+        nx["dec_row"] = 0
+        nx["decode_errors"] = min(self.decode_errors + self.dec_row, 0xFFFF)
         nx["s_valid"] = 0
         nx["chk_due"] = 0
         if self.s_valid:
@@ -454,8 +457,7 @@ class Receiver:
                     d, c, e = decode(blk & 3, pay)
                     words.append((d, c))
                     errs += e
-                nx["out_valid"], nx["out_words"] = 1, words
-                nx["decode_errors"] = min(self.decode_errors + errs, 0xFFFF)
+                nx["out_valid"], nx["out_words"], nx["dec_row"] = 1, words, errs
         if not all_ok:
             nx["align"], nx["primed"] = A_WAIT, 0
         elif self.align == A_WAIT:

@@ -79,14 +79,25 @@ class BlockLock(wiring.Component):
         ber_timer = Signal(range(self.ber_window))
         blk = Signal(66)
         valid = Signal()
+        # the header test reads one bit of a register of adjacent-bit XORs of the previous
+        # chunk (its bits offset and offset + 1 are the header for every offset but 65,
+        # whose second header bit is the current chunk's first), not the barrel shifter's
+        # output (timing: the test decides lock and slip in this cycle)
+        prev_x = Signal(65)
         m.d.comb += [
             blk.eq((Cat(prev, self.i_chunk) >> offset)[:66]),
-            valid.eq(blk[0] ^ blk[1]),
+            valid.eq(Mux(offset == 65, prev[65] ^ self.i_chunk[0],
+                         prev_x.bit_select(offset, 1))),
         ]
-        m.d.sync += [prev.eq(self.i_chunk), self.o_block.eq(blk), self.o_ok.eq(lock)]
+        m.d.sync += [prev.eq(self.i_chunk), prev_x.eq(self.i_chunk[:65] ^ self.i_chunk[1:]),
+                     self.o_block.eq(blk), self.o_ok.eq(lock)]
+        # every comparison below is made on registers alone, so the header test (the
+        # barrel shifter's output) only selects between ready results (timing)
         cnt1 = sh_cnt + 1
+        window_end = Signal()
+        m.d.comb += window_end.eq(sh_cnt == LOCK_WINDOW - 1)
         with m.If(valid):
-            with m.If(cnt1 == LOCK_WINDOW):
+            with m.If(window_end):
                 m.d.sync += [sh_cnt.eq(0), sh_bad.eq(0)]
                 with m.If(eq(sh_bad, 0)):
                     m.d.sync += lock.eq(1)
@@ -98,19 +109,25 @@ class BlockLock(wiring.Component):
                              sh_cnt.eq(0), sh_bad.eq(0)]
                 with m.If(self.o_slips != 0xFFFF):
                     m.d.sync += self.o_slips.eq(self.o_slips + 1)
-            with m.Elif(cnt1 == LOCK_WINDOW):
+            with m.Elif(window_end):
                 m.d.sync += [sh_cnt.eq(0), sh_bad.eq(0)]
             with m.Else():
                 m.d.sync += [sh_cnt.eq(cnt1), sh_bad.eq(sh_bad + 1)]
         # BER monitor
-        c = Signal(range(HI_BER_LIMIT + 2))
-        m.d.comb += c.eq(ber_cnt + ~valid)
-        c_sat = Mux(c > HI_BER_LIMIT, HI_BER_LIMIT, c)
+        # count = min(ber_cnt + invalid, HI_BER_LIMIT); hit = ber_cnt + invalid >= HI_BER_LIMIT
+        ber_full = Signal()
+        ber_hit = Signal()
+        ber_sat = Signal(range(HI_BER_LIMIT + 1))
+        m.d.comb += [
+            ber_full.eq(ber_cnt == HI_BER_LIMIT),
+            ber_hit.eq((ber_cnt >= HI_BER_LIMIT) | ((ber_cnt == HI_BER_LIMIT - 1) & ~valid)),
+            ber_sat.eq(Mux(valid | ber_full, ber_cnt, ber_cnt + 1)),
+        ]
         with m.If(~lock):
             m.d.sync += [ber_cnt.eq(0), ber_timer.eq(0), self.o_hi_ber.eq(0)]
         with m.Elif(ber_timer == self.ber_window - 1):
-            m.d.sync += [ber_timer.eq(0), ber_cnt.eq(0), self.o_hi_ber.eq(c >= HI_BER_LIMIT)]
+            m.d.sync += [ber_timer.eq(0), ber_cnt.eq(0), self.o_hi_ber.eq(ber_hit)]
         with m.Else():
-            m.d.sync += [ber_timer.eq(ber_timer + 1), ber_cnt.eq(c_sat),
-                         self.o_hi_ber.eq(self.o_hi_ber | (c >= HI_BER_LIMIT))]
+            m.d.sync += [ber_timer.eq(ber_timer + 1), ber_cnt.eq(ber_sat),
+                         self.o_hi_ber.eq(self.o_hi_ber | ber_hit)]
         return m

@@ -72,8 +72,8 @@ class PcsRx(wiring.Component):
     o_bip_errors, o_slips : Out(16).array(n_lanes)
         Per physical lane BIP3 mismatches and bit slips (saturating).
     o_decode_errors, o_align_failures : Out(16)
-        Blocks delivered as ERROR; alignment attempts abandoned (skew too large, or a marker
-        row that did not line up).
+        Blocks delivered as ERROR (counted in the cycle after their row is on ``o_data``);
+        alignment attempts abandoned (skew too large, or a marker row that did not line up).
 
     Timing
     ------
@@ -126,6 +126,7 @@ class PcsRx(wiring.Component):
         m = Module()
         n, P, S = self.n_lanes, self.am_period, self.max_skew
         am_state, am_lock, am_cnt, am_id, bufs, marker_now = [], [], [], [], [], []
+        mflags, blocks = [], []
         for p in range(n):
             bl = BlockLock(self.ber_window)
             m.submodules[f"lock{p}"] = bl
@@ -145,6 +146,19 @@ class PcsRx(wiring.Component):
             acc = Signal(8, name=f"bip_acc{p}")
             berr = self.o_bip_errors[p]
             cnt_next = Mux(cnt == P - 1, 0, cnt + 1)
+            # "b is the marker of lane lid": a compare with the expected value (a table
+            # lookup by the lid register, off the path) instead of recognising the marker
+            # and comparing ids; the same function, since the table values differ
+            # (a chain of Muxes, not an Array: an Array index is a Verilog ``always @*``
+            # case, which Icarus does not evaluate at time 0, so a lane id that never
+            # leaves its reset value 0 left the expected value X in simulation)
+            table = Const(0, 24)
+            for k, (m0, m1, m2) in reversed(list(enumerate(MARKERS_100G))):
+                table = Mux(eq(lid, k), Const(m0 | m1 << 8 | m2 << 16, 24), table)
+            exp = Signal(24, name=f"marker_expect{p}")
+            m.d.comb += exp.eq(table)
+            own = Signal(name=f"own_marker{p}")
+            m.d.comb += own.eq((b[0:2] == SYNC_CTRL) & (b[34:58] == ~b[2:26]) & (b[2:26] == exp))
             with m.If(~bl.o_ok):
                 m.d.sync += [st.eq(HUNT), lk.eq(0), bad.eq(0)]
             with m.Elif(eq(st, HUNT)):
@@ -152,17 +166,16 @@ class PcsRx(wiring.Component):
                     m.d.sync += [st.eq(CHECK), lid.eq(mid), cnt.eq(1 % P), acc.eq(bip8(b))]
             with m.Else():
                 with m.If(eq(cnt, 0)):
-                    match = mk & (mid == lid)
-                    with m.If(((st == LOCKED) | match) & (b[26:34] != acc) & (berr != 0xFFFF)):
+                    with m.If(((st == LOCKED) | own) & (b[26:34] != acc) & (berr != 0xFFFF)):
                         m.d.sync += berr.eq(berr + 1)
                     m.d.sync += acc.eq(bip8(b))
                     with m.If(st == CHECK):
-                        with m.If(match):
+                        with m.If(own):
                             m.d.sync += [st.eq(LOCKED), lk.eq(1), bad.eq(0)]
                         with m.Else():
                             m.d.sync += st.eq(HUNT)
                     with m.Else():
-                        with m.If(match):
+                        with m.If(own):
                             m.d.sync += bad.eq(0)
                         with m.Elif(bad == AM_BAD_LIMIT - 1):
                             m.d.sync += [st.eq(HUNT), lk.eq(0), bad.eq(0)]
@@ -175,6 +188,17 @@ class PcsRx(wiring.Component):
             m.d.sync += buf[0].eq(b)
             for i in range(1, S + 1):
                 m.d.sync += buf[i].eq(buf[i - 1])
+            # beside each block in the delay line: "a marker of lane am_id", tested as the
+            # block enters (timing: keeps the marker test off the path from the line's read
+            # to the alignment check). am_id is constant while all lanes keep marker lock,
+            # and a deskewed row is checked only then, on blocks that entered meanwhile, so
+            # the flag equals the test made on the deskewed block.
+            flag = [Signal(name=f"dlm{p}_{i}") for i in range(S + 1)]
+            m.d.sync += flag[0].eq(own)
+            for i in range(1, S + 1):
+                m.d.sync += flag[i].eq(flag[i - 1])
+            mflags.append(flag)
+            blocks.append(b)
             m.d.comb += [self.o_am_lock[p].eq(lk), self.o_lane_id[p].eq(lid)]
             am_state.append(st)
             am_lock.append(lk)
@@ -203,25 +227,16 @@ class PcsRx(wiring.Component):
         dcnt_next = [Mux(started[p], dcnt[p] + 1, 0) for p in range(n)]
         abort = Cat(*[started[p] & (dcnt[p] + 1 > S) for p in range(n)]).any()
 
-        rows = [Array(bufs[p])[delay[p]] for p in range(n)]
+        # the deskewed rows, read a cycle early into a register (timing: the line's read
+        # and the reorder in different cycles): the line shifts every cycle, so tap d - 1
+        # (the entering block for d = 0) now is tap d in the next cycle. That holds while
+        # the delays stay put; they are set at the edge into A_RUN, whose first cycle is a
+        # marker row, which is checked by its flags (read at the current delays) and not
+        # delivered, so the rows are used only from the second cycle on.
         row_sig = [Signal(66, name=f"row{p}") for p in range(n)]
-        m.d.comb += [row_sig[p].eq(rows[p]) for p in range(n)]
-        # a deskewed row's block is "a marker of lane am_id": compare with the expected value
-        # (a table lookup by the am_id register, off the path) instead of recognising the
-        # marker and comparing ids (a 20-way priority encoder after the delay-line read);
-        # the same function, since the table values differ
-        # (a chain of Muxes, not an Array: an Array index is a Verilog ``always @*`` case,
-        # which Icarus does not evaluate at time 0, so a lane id that never leaves its
-        # reset value 0 left the expected value X in simulation)
-        row_ok = []
-        for p in range(n):
-            rb = row_sig[p]
-            exp = Signal(24, name=f"row_expect{p}")
-            table = Const(0, 24)
-            for k, (m0, m1, m2) in reversed(list(enumerate(MARKERS_100G))):
-                table = Mux(eq(am_id[p], k), Const(m0 | m1 << 8 | m2 << 16, 24), table)
-            m.d.comb += exp.eq(table)
-            row_ok.append((rb[0:2] == SYNC_CTRL) & (rb[34:58] == ~rb[2:26]) & (rb[2:26] == exp))
+        m.d.sync += [row_sig[p].eq(Array([blocks[p]] + bufs[p][:S])[delay[p]])
+                     for p in range(n)]
+        row_ok = [Array(mflags[p])[delay[p]] for p in range(n)]
         logical = []
         for j in range(n):
             sel = Signal(66, name=f"logical{j}")
@@ -253,12 +268,14 @@ class PcsRx(wiring.Component):
             m.d.comb += err.eq(~((sync == SYNC_DATA) | ((sync == SYNC_CTRL) & known)))
             errs.append(err)
             words.append((Mux(err, int(BlockType.ERROR), pay), Mux(err, 1, sync == SYNC_CTRL)))
-        # saturating count of the row's ERROR blocks, one +1 step per lane
-        dec_sum = self.o_decode_errors
-        for j in range(n):
-            c = Signal(16, name=f"dec_count{j}")
-            m.d.comb += c.eq(Mux(errs[j] & (dec_sum != 0xFFFF), dec_sum + 1, dec_sum))
-            dec_sum = c
+        # the ERROR blocks of the row on o_data, counted into o_decode_errors in the next
+        # cycle (timing: keeps the count's adder and saturation out of the descramble ->
+        # decode path)
+        dec_row = Signal(n, name="dec_row")
+        dec_total = Signal(17, name="dec_total")
+        m.d.comb += dec_total.eq(self.o_decode_errors + sum(dec_row[j] for j in range(n)))
+        m.d.sync += [self.o_decode_errors.eq(Mux(dec_total[16], 0xFFFF, dec_total[:16])),
+                     dec_row.eq(0)]
 
         with m.If(~all_ok):
             m.d.sync += [align.eq(A_WAIT), primed.eq(0)]
@@ -297,7 +314,7 @@ class PcsRx(wiring.Component):
                 for j in range(n):
                     m.d.sync += [self.o_data.payload[j].data.eq(words[j][0]),
                                  self.o_data.payload[j].ctrl.eq(words[j][1])]
-                m.d.sync += self.o_decode_errors.eq(dec_sum)
+                m.d.sync += dec_row.eq(Cat(*errs))
         return m
 
     def _elaborate_gearbox(self):

@@ -86,20 +86,25 @@ class PcsTx(wiring.Component):
         marker_bip = 0x08  # BIP8 of any marker: its octets cancel, sync '10' sets bit 3
         row = Signal(range(P), init=1 % P if piped else 0)
         state = Signal(58, init=SCRAMBLER_INIT)
-        bips = [Signal(8, name=f"bip{k}", init=marker_bip if piped else 0) for k in range(n)]
-        is_marker = Signal()
+        # BIP3 accumulators (timing: lagging one row, so the scrambler's output is only
+        # registered in its cycle): a lane's BIP over the blocks sent since its last marker
+        # is acc ^ bip8(last), "last" being its block of the last row cycle (0, whose BIP8
+        # is 0, after a marker row: the marker's own part is in acc)
+        accs = [Signal(8, name=f"bip{k}", init=marker_bip if piped else 0) for k in range(n)]
+        lasts = [Signal(66, name=f"bip_last{k}") for k in range(n)]
+        # is_marker registered (row == 0 after the next row cycle's count)
+        is_marker = Signal(init=int(not piped or P == 1))
         take = Signal()
         gearbox = m.submodules.gearbox = TxGearbox(n, self.serdes_width)
         advance = gearbox.o_take      # a row cycle: the gearbox takes a row of blocks
         m.d.comb += [
-            is_marker.eq(eq(row, 0)),
             self.i_data.ready.eq(advance & ~is_marker),
             take.eq(self.i_data.valid & advance & ~is_marker),
         ]
         for k in range(n):
             m.d.comb += self.o_lanes[k].eq(gearbox.o_lanes[k])
         with m.If(advance):
-            m.d.sync += row.eq(Mux(row == P - 1, 0, row + 1))
+            m.d.sync += [row.eq(Mux(row == P - 1, 0, row + 1)), is_marker.eq(row == P - 1)]
         idle = control_word(BlockType.IDLE)
         words, syncs = [], []
         for k in range(n):
@@ -126,9 +131,11 @@ class PcsTx(wiring.Component):
             block = Signal(66, name=f"block{k}")
             m.d.comb += block.eq(Cat(syncs[k], scr[64 * k:64 * k + 64]))
             base = marker_payload(k, 0)
+            bip = Signal(8, name=f"bip_sum{k}")
+            m.d.comb += bip.eq(accs[k] ^ bip8(lasts[k]))
             marker = Cat(Const(SYNC_CTRL, 2),
-                         Const(base & 0xFFFFFF, 24), bips[k],
-                         Const((base >> 32) & 0xFFFFFF, 24), ~bips[k])
+                         Const(base & 0xFFFFFF, 24), bip,
+                         Const((base >> 32) & 0xFFFFFF, 24), ~bip)
             out = Signal(66, name=f"out{k}")
             if piped:
                 first = marker_payload(k, 0)
@@ -141,11 +148,11 @@ class PcsTx(wiring.Component):
             with m.If(is_marker):
                 m.d.comb += out.eq(marker)
                 with m.If(advance):
-                    m.d.sync += bips[k].eq(marker_bip)
+                    m.d.sync += [accs[k].eq(marker_bip), lasts[k].eq(0)]
             with m.Else():
                 m.d.comb += out.eq(block)
                 with m.If(advance):
-                    m.d.sync += bips[k].eq(bips[k] ^ bip8(block))
+                    m.d.sync += [accs[k].eq(bip), lasts[k].eq(block)]
         with m.If(~is_marker & advance):
             m.d.sync += state.eq(next_state)
         return m
