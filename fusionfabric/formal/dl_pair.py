@@ -33,15 +33,18 @@ The harness supplies the rest:
   slot by slot); the receive FIFOs are drained at once (``ready`` 1: credits are the
   ``credits`` harness's subject).
 
-Properties (every step up to the bound, with two symbolic indices ``i < j``,
-``AnyConst``): the harness numbers the TL flits taken by the sender and those delivered
-out of the receiver's FIFOs (a TL flit is 4 slots, one slot per cycle):
+Properties (in every step, for all time, with two symbolic indices ``i < j``,
+``AnyConst`` over all ``2**SEQ_BITS`` residues): the harness numbers the TL flits taken by
+the sender and those delivered out of the receiver's FIFOs (a TL flit is 4 slots, one
+slot per cycle), mod ``2**SEQ_BITS``; a watched number's data is that of the last TL
+flit taken with it, so every TL flit ever taken is watched:
 
 1. in order, exactly once, intact: the ``i``-th and the ``j``-th TL flits delivered carry
    the data and VC of the ``i``-th and ``j``-th TL flits taken (so ``i`` is delivered
    before ``j``, and a flit lost, duplicated or reordered shifts the numbering and shows
-   as a mismatch for some ``i``); nothing is delivered that was not sent; the 4 slots of
-   a TL flit leave consecutively on one VC;
+   as a mismatch for some ``i``); nothing is delivered that was not sent (the TL flit
+   being delivered is one of the last ``replay_depth + 2`` taken); the 4 slots of a TL
+   flit leave consecutively on one VC;
 2. no sequence aliasing: unacknowledged entries ``fill_ptr - ack_ptr <= replay_depth``
    (< 2**SEQ_BITS / 2, the receiver's ahead/behind split); the pointers stay ordered
    ``ack <= send <= hi <= fill`` in the window; the receiver's expected number lies in
@@ -54,8 +57,9 @@ Covers: a replayed DL flit delivered (go-back-N), the receiver asking for a NAK 
 sender rewinding on it, the replay limit reached and FAILED entered, the link-lost
 timeout, and ACTIVE again after FAILED with a TL flit delivered afterwards.
 
-Bounded (:data:`DEPTH` steps): the pipeline, replay buffer, staging buffer and FIFOs
-hold data that an induction would need invariants over memory contents for.
+Proven by k-induction (depth :data:`PAIR_K`) with the white-box invariants of
+:mod:`.dl_pair_inv` (assertions themselves: sequence numbers and data of every copy in
+the sender's pipeline, the receiver's staging buffer and FIFOs, and the counts).
 
 Planted bugs: ``window``: the sender fills one entry more than the replay buffer holds
 (``fill_ptr - ack_ptr <= replay_depth`` instead of ``<``), overwriting an
@@ -106,6 +110,7 @@ from amaranth.lib import data
 
 from fusionfabric.formats.chiplet import DL_HEADER, SEQ_BITS, SLOT_BITS, ChipletParams, LinkState
 from fusionfabric.rtl.chiplet import DataLinkRx, DataLinkTx
+from .dl_pair_inv import elaborate_fifo, pair_invariants
 from .flow import Harness, driven_signals, register
 
 REPLAY_DEPTH = 2
@@ -113,8 +118,8 @@ REPLAY_TIMEOUT = 4
 LINK_TIMEOUT = 16
 #: Fairness of the forward channel: one of every FAIR_K consecutive DL flits is unharmed.
 FAIR_K = 3
-#: Bound of the proof (steps from reset).
-DEPTH = 21
+#: Induction depth of ``dl-pair`` (its white-box invariants make it 1-inductive).
+PAIR_K = 1
 #: Bound of ``dl-reset``'s proof and of its covers.
 RESET_DEPTH = 24
 RESET_COVER_DEPTH = 26
@@ -224,7 +229,9 @@ def _forward_channel(m, tx, rx, rx_crc, rs):
     """The forward channel from ``tx.o_phy`` to ``rx.i_phy``: any delay, each DL flit
     passed, dropped whole or corrupted (decided at its first slot; of every
     :data:`FAIR_K` consecutive DL flits one unharmed); the receiver's CRC check abstracted
-    to "good exactly for a flit the channel did not corrupt". Returns ``tx.o_phy``."""
+    to "good exactly for a flit the channel did not corrupt". Returns ``(tx.o_phy,
+    drop, hs)``: ``drop``, the flit in progress is dropped (from its second slot on);
+    ``hs``, a slot handshake."""
     ph = tx.o_phy
     ch_take = Signal()
     m.d.comb += [ch_take.eq(AnySeq(1)), ph.ready.eq(ch_take)]
@@ -246,7 +253,48 @@ def _forward_channel(m, tx, rx, rx_crc, rs):
     bad_q = Signal()
     m.d.sync += bad_q.eq(bad_now)
     m.d.comb += [rx_crc.o_crc.valid.eq(rs["chk"]), rx_crc.o_crc.payload.match.eq(~bad_q)]
-    return ph
+    return ph, drop_reg, hs
+
+
+def _tl_source(m, tl, tag=None, clear=None):
+    """The TL side of the sender: TL flits at free steps, each slot :data:`DATA_BITS` free
+    low bits (above them ``tag`` if given), the rest 0, free VC, held (valid, data, VC)
+    until taken; ``clear`` (a link reset, which clears the TL packer) ends an offer.
+    Returns ``(data, vc, held, held_data)``: ``held``, offered in the last step and not
+    taken, with ``held_data``."""
+    tl_valid = Signal()
+    tl_data = Signal(len(tl.payload.data))
+    tl_vc = Signal()
+    fixed = Cat(tag) if tag is not None else Cat()
+    m.d.comb += [tl_valid.eq(AnySeq(1)),
+                 tl_data.eq(Cat(Cat(AnySeq(DATA_BITS), fixed,
+                                    Const(0, SLOT_BITS - DATA_BITS - len(fixed)))
+                                for _ in range(4))),
+                 tl_vc.eq(AnySeq(1)),
+                 tl.valid.eq(tl_valid), tl.payload.data.eq(tl_data),
+                 tl.payload.vc.eq(tl_vc)]
+    held = Signal()
+    held_data = Signal(len(tl_data))
+    held_vc = Signal()
+    offer_left = tl.valid & ~tl.ready
+    if clear is not None:
+        offer_left = offer_left & ~clear
+    m.d.sync += [held.eq(offer_left), held_data.eq(tl_data), held_vc.eq(tl_vc)]
+    with m.If(held):
+        m.d.comb += Assume(tl_valid & (tl_data == held_data) & (tl_vc == held_vc))
+    return tl_data, tl_vc, held, held_data
+
+
+def _link_covers(tx, ts, rx, replay_delivered):
+    """The covers both pairs share: a replayed flit delivered, a NAK requested and the
+    sender rewinding on it, FAILED by the replay limit and by the link-lost timeout."""
+    return [
+        Cover(replay_delivered, "replay_then_delivery"),
+        Cover(rx.i_nak_sent, "receiver_requests_nak"),
+        Cover(ts["nak_rw"], "sender_rewinds_on_nak"),
+        Cover(tx.o_fail_replay != 0, "replay_limit_failed"),
+        Cover(tx.o_fail_lost != 0, "link_lost_failed"),
+    ]
 
 
 def _receiver(planted, p, platform):
@@ -354,44 +402,33 @@ class DataLinkPairHarness(Elaboratable):
         self.planted = planted
         self.params = _params(replay_depth)
 
-    def elaborate(self, platform):
+    def _pair(self, platform):
+        """The design under test, elaborated with the planted bug: ``(m, D, (tx, txm, ts,
+        walk), (rx, rxm, rx_crc, rs))``; ``m`` holds the sender (CRC field 0) and the reset
+        assumption, the receiver is left to the caller (its clock domain)."""
         m = Module()
         m.d.comb += Assume(~ResetSignal())
         p = self.params
-        D = p.replay_depth
-
-        # ---------------- the design under test ----------------
-        tx, txm, ts, tx_crc, _ = _sender(self.planted, p, platform)
-        ack_ptr, send_ptr = ts["ack_ptr"], ts["send_ptr"]
-        fill_ptr, hi_ptr = ts["fill_ptr"], ts["hi_ptr"]
+        tx, txm, ts, tx_crc, walk = _sender(self.planted, p, platform)
         m.submodules.tx = txm
         m.d.comb += [tx_crc.o_crc.valid.eq(0), tx_crc.o_crc.payload.eq(0)]   # CRC field 0
+        return m, p.replay_depth, (tx, txm, ts, walk), _receiver(self.planted, p, platform)
 
-        rx, rxm, rx_crc, rs = _receiver(self.planted, p, platform)
+    def elaborate(self, platform):
+        # ---------------- the design under test ----------------
+        m, D, (tx, txm, ts, _), (rx, rxm, rx_crc, rs) = self._pair(platform)
+        ack_ptr, send_ptr = ts["ack_ptr"], ts["send_ptr"]
+        fill_ptr, hi_ptr = ts["fill_ptr"], ts["hi_ptr"]
         expected = rs["expected"]
         m.submodules.rx = rxm
+        fifos = [elaborate_fifo(rxm, f"vc{v}", platform) for v in range(2)]
 
         # ---------------- TL side of the sender ----------------
         tl = tx.i_tl
-        tl_valid = Signal()
-        tl_data = Signal(len(tl.payload.data))
-        tl_vc = Signal()
-        # each slot: DATA_BITS free low bits, the rest 0
-        m.d.comb += [tl_valid.eq(AnySeq(1)),
-                     tl_data.eq(Cat(Cat(AnySeq(DATA_BITS), Const(0, SLOT_BITS - DATA_BITS))
-                                    for _ in range(4))),
-                     tl_vc.eq(AnySeq(1)),
-                     tl.valid.eq(tl_valid), tl.payload.data.eq(tl_data),
-                     tl.payload.vc.eq(tl_vc)]
-        held = Signal()                      # offered last step and not taken
-        held_data = Signal(len(tl_data))
-        held_vc = Signal()
-        m.d.sync += [held.eq(tl.valid & ~tl.ready), held_data.eq(tl_data), held_vc.eq(tl_vc)]
-        with m.If(held):
-            m.d.comb += Assume(tl_valid & (tl_data == held_data) & (tl_vc == held_vc))
+        tl_data, tl_vc, held, held_data = _tl_source(m, tl)
 
         # ---------------- forward channel ----------------
-        _forward_channel(m, tx, rx, rx_crc, rs)
+        _, drop_reg, hs = _forward_channel(m, tx, rx, rx_crc, rs)
 
         # ---------------- link up ----------------
         m.d.comb += [tx.i_link_up.eq(AnySeq(1)), rx.i_link_up.eq(AnySeq(1))]
@@ -428,19 +465,27 @@ class DataLinkPairHarness(Elaboratable):
         m.d.comb += [rx.o_slot0.ready.eq(1), rx.o_slot1.ready.eq(1)]
 
         # ---------------- numbering and the two watched TL flits ----------------
-        i = Signal(IDX_BITS)
-        j = Signal(IDX_BITS)
-        m.d.comb += [i.eq(AnyConst(IDX_BITS)), j.eq(AnyConst(IDX_BITS)), Assume(i < j)]
-        n_in = Signal(IDX_BITS + 1)
-        n_out = Signal(IDX_BITS + 1)
+        # the counts wrap (mod 2**SEQ_BITS, as sequence numbers do): ``i < j`` range over
+        # every residue, so every TL flit ever taken is watched; a watched flit's data is
+        # that of the last TL flit taken with its number
+        i = Signal(SEQ_BITS)
+        j = Signal(SEQ_BITS)
+        m.d.comb += [i.eq(AnyConst(SEQ_BITS)), j.eq(AnyConst(SEQ_BITS)), Assume(i < j)]
+        n_in = Signal(SEQ_BITS)
+        n_out = Signal(SEQ_BITS)
         took = tl.valid & tl.ready
-        with m.If(took & (n_in != (1 << (IDX_BITS + 1)) - 1)):
+        with m.If(took):
             m.d.sync += n_in.eq(n_in + 1)
-        w_data = [Signal(len(tl_data), name=f"data_{x}") for x in "ij"]
+        # the watched TL flits' free bits (the other bits of a slot are 0)
+        w_free = [Signal(4 * DATA_BITS, name=f"data_{x}") for x in "ij"]
         w_vc = [Signal(name=f"vc_{x}") for x in "ij"]
-        for idx, wd, wv in zip((i, j), w_data, w_vc):
+        for idx, wf, wv in zip((i, j), w_free, w_vc):
             with m.If(took & (n_in == idx)):
-                m.d.sync += [wd.eq(tl_data), wv.eq(tl_vc)]
+                m.d.sync += [wf.eq(Cat(tl_data.word_select(q, SLOT_BITS)[:DATA_BITS]
+                                       for q in range(4))),
+                             wv.eq(tl_vc)]
+        w_data = [Cat(Cat(wf.word_select(q, DATA_BITS), Const(0, SLOT_BITS - DATA_BITS))
+                      for q in range(4)) for wf in w_free]
 
         s0, s1 = rx.o_slot0, rx.o_slot1
         out_v = s0.valid | s1.valid
@@ -452,19 +497,21 @@ class DataLinkPairHarness(Elaboratable):
             m.d.sync += pos.eq(pos + 1)
             with m.If(pos == 0):
                 m.d.sync += cur_vc.eq(out_vc)
-            with m.If((pos == 3) & (n_out != (1 << (IDX_BITS + 1)) - 1)):
+            with m.If(pos == 3):
                 m.d.sync += n_out.eq(n_out + 1)
         m.d.comb += Assert(~(s0.valid & s1.valid), "one_slot_per_cycle")
+        in_flight = _dist(n_in, n_out)
         with m.If(out_v):
-            m.d.comb += [Assert(n_out < n_in, "delivered_only_what_was_sent"),
-                         Assert((pos == 0) | (out_vc == cur_vc), "tl_flit_on_one_vc")]
+            m.d.comb += Assert(in_flight != 0, "delivered_only_what_was_sent")
+        with m.If(out_v):
+            m.d.comb += Assert((pos == 0) | (out_vc == cur_vc), "tl_flit_on_one_vc")
             for idx, wd, wv, name in zip((i, j), w_data, w_vc, "ij"):
                 with m.If(n_out == idx):
                     m.d.comb += [
                         Assert(out_slot == wd.word_select(pos, SLOT_BITS),
                                f"flit_{name}_data_in_order_once"),
                         Assert(out_vc == wv, f"flit_{name}_vc")]
-        m.d.comb += Assert(n_out <= n_in, "delivered_count_at_most_sent")
+        m.d.comb += Assert(in_flight <= D + 2, "delivered_count_at_most_sent")
 
         # ---------------- sequence window and replay buffer ----------------
         unacked = _dist(fill_ptr, ack_ptr)
@@ -482,6 +529,12 @@ class DataLinkPairHarness(Elaboratable):
             m.d.comb += Assert((_dist(h.seq, expected) < D) | (_dist(expected, h.seq) <= D),
                                "no_sequence_alias_at_receiver")
 
+        # ---------------- white-box invariants, for the induction ----------------
+        pair_invariants(m, D=D, txm=txm, ts=ts, rxm=rxm, rs=rs, fifos=fifos,
+                        watched=list(zip((i, j), w_data, w_vc)), n_in=n_in, n_out=n_out,
+                        pos=pos, cur_vc=cur_vc, held=held, held_data=held_data,
+                        drop_reg=drop_reg, last_ack=last_ack, hs=hs)
+
         # ---------------- covers ----------------
         replayed = Signal()                 # a replayed flit left the sender
         with m.If(tx.o_tx_replayed != 0):
@@ -490,12 +543,7 @@ class DataLinkPairHarness(Elaboratable):
         with m.If(tx.o_state == FAILED):
             m.d.sync += was_failed.eq(1)
         deliver_done = out_v & (pos == 3)
-        m.d.comb += [
-            Cover(replayed & deliver_done, "replay_then_delivery"),
-            Cover(rx.i_nak_sent, "receiver_requests_nak"),
-            Cover(ts["nak_rw"], "sender_rewinds_on_nak"),
-            Cover(tx.o_fail_replay != 0, "replay_limit_failed"),
-            Cover(tx.o_fail_lost != 0, "link_lost_failed"),
+        m.d.comb += _link_covers(tx, ts, rx, replayed & deliver_done) + [
             Cover(was_failed & (tx.o_state == ACTIVE) & deliver_done & (n_out != 0),
                   "active_again_and_delivering"),
             Cover(deliver_done & (n_out == j), "flit_j_delivered"),
@@ -509,20 +557,12 @@ class PeerResetPairHarness(DataLinkPairHarness):
     planted_bugs = RESET_PLANTED
 
     def elaborate(self, platform):
-        m = Module()
-        m.d.comb += Assume(~ResetSignal())
-        p = self.params
-        D = p.replay_depth
-
         # ---------------- the design under test ----------------
-        tx, txm, ts, tx_crc, walk = _sender(self.planted, p, platform)
+        m, D, (tx, txm, ts, walk), (rx, rxm, rx_crc, rs) = self._pair(platform)
+        p = self.params
         ack_ptr, hi_ptr = ts["ack_ptr"], ts["hi_ptr"]
         lr_pend = ts["lr_pend"]
         link_reset = tx.o_link_reset
-        m.submodules.tx = txm
-        m.d.comb += [tx_crc.o_crc.valid.eq(0), tx_crc.o_crc.payload.eq(0)]   # CRC field 0
-
-        rx, rxm, rx_crc, rs = _receiver(self.planted, p, platform)
         expected = rs["expected"]
         # The far side: its receiver and its own DL TX (which gates the receiver's commits,
         # ``o_rx_accept``, and detects our resets), in a clock domain of their own whose
@@ -563,29 +603,13 @@ class PeerResetPairHarness(DataLinkPairHarness):
         life, sent_data = _sender_lives(m, tx, ts, walk, took, D)
 
         # ---------------- TL side of the sender ----------------
-        tl_valid = Signal()
-        tl_data = Signal(len(tl.payload.data))
-        tl_vc = Signal()
-        # each slot: DATA_BITS free low bits, then the life tag, the rest 0
+        # each slot: DATA_BITS free low bits, then the life tag, the rest 0 (a link reset
+        # clears the TL packer: an offer does not survive it)
         tag = life[:TAG_BITS]
-        m.d.comb += [tl_valid.eq(AnySeq(1)),
-                     tl_data.eq(Cat(Cat(AnySeq(DATA_BITS), tag,
-                                        Const(0, SLOT_BITS - DATA_BITS - TAG_BITS))
-                                    for _ in range(4))),
-                     tl_vc.eq(AnySeq(1)),
-                     tl.valid.eq(tl_valid), tl.payload.data.eq(tl_data),
-                     tl.payload.vc.eq(tl_vc)]
-        held = Signal()                      # offered last step and not taken
-        held_data = Signal(len(tl_data))
-        held_vc = Signal()
-        # (a link reset clears the TL packer: an offer does not survive it)
-        m.d.sync += [held.eq(tl.valid & ~tl.ready & ~link_reset), held_data.eq(tl_data),
-                     held_vc.eq(tl_vc)]
-        with m.If(held):
-            m.d.comb += Assume(tl_valid & (tl_data == held_data) & (tl_vc == held_vc))
+        tl_data, tl_vc, _, _ = _tl_source(m, tl, tag=tag, clear=link_reset)
 
         # ---------------- forward channel ----------------
-        ph = _forward_channel(m, tx, rx, rx_crc, rs)
+        ph, _, _ = _forward_channel(m, tx, rx, rx_crc, rs)
 
         # ---------------- link up ----------------
         m.d.comb += [tx.i_link_up.eq(AnySeq(1)), rx.i_link_up.eq(AnySeq(1)),
@@ -734,12 +758,7 @@ class PeerResetPairHarness(DataLinkPairHarness):
         with m.If(tx.o_tx_replayed != 0):
             m.d.sync += replayed.eq(1)
         deliver_done = out_v & (pos == 3)
-        m.d.comb += [
-            Cover(replayed & deliver_done, "replay_then_delivery"),
-            Cover(rx.i_nak_sent, "receiver_requests_nak"),
-            Cover(ts["nak_rw"], "sender_rewinds_on_nak"),
-            Cover(tx.o_fail_replay != 0, "replay_limit_failed"),
-            Cover(tx.o_fail_lost != 0, "link_lost_failed"),
+        m.d.comb += _link_covers(tx, ts, rx, replayed & deliver_done) + [
             Cover(ptx.o_link_reset, "far_side_link_reset"),
         ]
         return m
@@ -776,10 +795,10 @@ register(Harness(
     name="dl-pair",
     doc=f"DataLinkTx -> lossy channel (drop, corrupt, delay; 1 of {FAIR_K} unharmed) -> "
         f"DataLinkRx, replay_depth={REPLAY_DEPTH}: TL flits in order, once, intact; "
-        f"no sequence alias; no replay-buffer overflow (bounded, {DEPTH} steps)",
+        f"no sequence alias; no replay-buffer overflow, for all time (k-induction)",
     build=lambda planted: DataLinkPairHarness(planted),
     planted=PLANTED,
-    mode="bmc", depth=DEPTH, cover_depth=COVER_DEPTH, bug_depth=COVER_DEPTH, fast=False,
+    mode="prove", depth=PAIR_K, cover_depth=COVER_DEPTH, bug_depth=COVER_DEPTH, fast=False,
 ))
 
 
