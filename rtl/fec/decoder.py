@@ -155,11 +155,14 @@ class RsDecoder(wiring.Component):
         busy = Signal(n)
         done = Signal(n)
         nz = Signal(n)
+        # in_count == 0 kept as a register of its own (timing: the syndromes' restart is
+        # the first thing on the path through the Horner step)
+        at_zero = Signal(init=1)
         m.d.comb += [idx.eq(Mux(beat.first, 0, in_count)), in_last.eq(idx == B - 1),
                      self.i_data.ready.eq((level < D)
                                           & ~((in_count == B - 1) & pick(wr_slot, list(busy)))),
                      take.eq(self.i_data.valid & self.i_data.ready),
-                     synd.i_data.eq(beat.data), synd.i_start.eq(idx == 0), synd.i_en.eq(take)]
+                     synd.i_data.eq(beat.data), synd.i_start.eq(beat.first | at_zero), synd.i_en.eq(take)]
 
         m.submodules.buffer = buf = memory.Memory(shape=SB * P, depth=D, init=[])
         wp = buf.write_port()
@@ -168,16 +171,27 @@ class RsDecoder(wiring.Component):
         load = Signal(n)
         with m.If(take):
             m.d.sync += [wr_ptr.eq(Mux(wr_ptr == D - 1, 0, wr_ptr + 1)),
-                         in_count.eq(Mux(in_last, 0, idx + 1))]
+                         in_count.eq(Mux(in_last, 0, idx + 1)), at_zero.eq(in_last)]
             with m.If(in_last):
                 m.d.sync += wr_slot.eq(Mux(wr_slot == n - 1, 0, wr_slot + 1))
                 for i in range(n):
                     m.d.comb += load[i].eq(wr_slot == i)
         s_nz = Signal()
-        m.d.comb += s_nz.eq(synd.o_next != 0)
-        for i in range(n):
-            with m.If(load[i]):
-                m.d.sync += nz[i].eq(s_nz)
+        if full:
+            # "syndromes not all zero" from the accumulators in the cycle after the load
+            # (timing: not behind the Horner step); the flag is read when the slot's
+            # solver is done, 30 cycles later
+            loaded = Signal(n)
+            m.d.sync += loaded.eq(load)
+            m.d.comb += s_nz.eq(synd.o_syndromes != 0)
+            for i in range(n):
+                with m.If(loaded[i]):
+                    m.d.sync += nz[i].eq(s_nz)
+        else:
+            m.d.comb += s_nz.eq(synd.o_next != 0)
+            for i in range(n):
+                with m.If(load[i]):
+                    m.d.sync += nz[i].eq(s_nz)
 
         # ---- result slots: RiBM solvers, or the syndrome flag only ----------------------
         take_slot = Signal(n)
@@ -243,7 +257,8 @@ class RsDecoder(wiring.Component):
         s2_deg = Signal(range(T + 1))
         s2_data = Signal(SB * P)
         s2_zero = Signal(P)
-        s2_num, s2_den = Signal(SB * P), Signal(SB * P)
+        s2_num, s2_nzden = Signal(SB * P), Signal(P)
+        s2_inv = Signal(SB * P)     # 1/den, read from the inverse ROM at the s2 edge
         with m.If(advance):
             m.d.sync += [s1_valid.eq(issue), s1_first.eq(rd_count == 0),
                          s1_last.eq(rd_count == B - 1),
@@ -251,19 +266,26 @@ class RsDecoder(wiring.Component):
                          s2_nz.eq(cw_nz), s2_deg.eq(cw_deg), s2_data.eq(rp.data)]
             if full:
                 m.d.sync += [s2_zero.eq(chien.o_zero), s2_num.eq(chien.o_num),
-                             s2_den.eq(chien.o_den)]
+                             s2_nzden.eq(Cat(*[chien.o_den[SB * k:SB * (k + 1)] != 0
+                                               for k in range(P)]))]
 
         fixed = Signal(SB * P)
         changed = Signal(P)
         if full:
+            # The ROM is read synchronously with the s2 registers' enable (block RAM; the
+            # same value as a registered den looked up combinationally), and whether a
+            # symbol changes is decided from registers: e = num / den is nonzero exactly
+            # when num and den are (a field has no zero divisors), so the count of
+            # corrected symbols does not wait for the ROM and the multiplier (timing).
             m.submodules.inverse = rom = inverse_rom()
             for k in range(P):
-                port = rom.read_port(domain="comb")
+                port = rom.read_port(domain="sync")
                 sl = slice(SB * k, SB * (k + 1))
-                m.d.comb += port.addr.eq(s2_den[sl])
-                e = gf_mul(m, s2_num[sl], port.data, name=f"err{k}")
+                m.d.comb += [port.addr.eq(chien.o_den[sl]), port.en.eq(advance),
+                             s2_inv[sl].eq(port.data)]
+                e = gf_mul(m, s2_num[sl], s2_inv[sl], name=f"err{k}")
                 hit = Signal(name=f"hit{k}")
-                m.d.comb += [hit.eq(s2_zero[k] & (e != 0)),
+                m.d.comb += [hit.eq(s2_zero[k] & (s2_num[sl] != 0) & s2_nzden[k]),
                              fixed[sl].eq(s2_data[sl] ^ Mux(hit, e, 0)),
                              changed[k].eq(hit)]
         else:

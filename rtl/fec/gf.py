@@ -102,7 +102,7 @@ def gf_mul(m: Module, a: Value, b: Value, name: str = "gmul") -> Signal:
 
 
 def inverse_rom() -> memory.Memory:
-    """A 1024 x 10 ROM of ``gf_inv`` (entry 0 holds 0); add one comb read port per user."""
+    """A 1024 x 10 ROM of ``gf_inv`` (entry 0 holds 0); add one read port per user."""
     init = [0] + [alpha_pow(-int(_LOG[a])) for a in range(1, Q + 1)]
     return memory.Memory(shape=M, depth=Q + 1, init=init)
 
