@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from amaranth import Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out, connect, flipped
 
-from fusionfabric.formats.chiplet import SRC_BITS, ChipletParams
+from fusionfabric.formats.chiplet import SLOT_BITS, SRC_BITS, ChipletParams
 from fusionfabric.formats.chiplet import Opcode
 from .common import LINK_FAILED, STATUS, data_slots, phy_layout, port_layout, sat_inc
 from .dl_rx import DataLinkRx
@@ -96,7 +96,9 @@ class Chiplet(wiring.Component):
     documented in docs/protocol.md ("Latency"); it is the sum of the TL packer (2), the
     DL fill (up to ``close_timeout`` for a partial DL flit), waiting for a control flit in
     progress (< ``4 * tl_per_dl + 1``), DL pipeline (3), the flit itself
-    (``4 * tl_per_dl + 1``, store and forward), the channel, and the receive commit (4).
+    (``4 * tl_per_dl + 1``, store and forward), the channel, the receive commit (4) and
+    the 2-entry register FIFO between each VC's receive FIFO and its transaction receiver
+    (1; it keeps the receive FIFO's read enable off the parse and completion logic).
     Throughput: one 16-byte slot per cycle each way; a 256-byte write takes 17 slots.
     Reset: all state cleared; the link comes up when ``i_link_up`` is high on both sides.
     """
@@ -149,8 +151,26 @@ class Chiplet(wiring.Component):
         connect(m, tltx.o_tl, dltx.i_tl)
         connect(m, dltx.o_phy, flipped(self.o_phy))
         connect(m, flipped(self.i_phy), dlrx.i_phy)
-        connect(m, dlrx.o_slot0, tlrx0.i_slot)
-        connect(m, dlrx.o_slot1, tlrx1.i_slot)
+        # Each VC's receive FIFO is read through a 2-entry register FIFO (one cycle): the
+        # block-RAM FIFO's read enable then depends on registers only, not on the TL parse
+        # and the completion tracker behind it (that loop limited Fmax).
+        settled = []       # per VC: no slot on its way from the receive FIFO to the TL
+        for v, tlrx in enumerate((tlrx0, tlrx1)):
+            m.submodules[f"rx_slice{v}"] = sl = fifo.SyncFIFO(width=SLOT_BITS, depth=2)
+            connect(m, (dlrx.o_slot0, dlrx.o_slot1)[v], sl.w_stream)
+            connect(m, sl.r_stream, tlrx.i_slot)
+            level = (dlrx.o_level0, dlrx.o_level1)[v]
+            settled.append(Signal(name=f"rx_settled{v}"))
+            m.d.comb += [
+                settled[v].eq(sl.r_rdy | (level == 0)),
+                # link reset: a slot in transit is neither drained nor clean
+                tlrx.i_drain.eq(dltx.o_lr_drain & dlrx.o_idle & settled[v]),
+                # an endpoint counts the slots the commit in progress will still write (a
+                # message inside one DL flit is not held back); the switch side only
+                # committed ones
+                tlrx.i_avail.eq(level + sl.level + ((dlrx.o_pending0, dlrx.o_pending1)[v]
+                                                    if self.params.stamp_src else 0)),
+            ]
         # o_req: a non-posted request whose tag is still owed a response from before a link
         # reset waits at its first beat (TransactionTx ``o_hold``); delivered ones are owed
         beat = tlrx0.o_beat.payload
@@ -190,9 +210,8 @@ class Chiplet(wiring.Component):
             tltx.i_refuse.eq(dltx.o_failed),
             # peer reset: the link reset (docs/protocol.md, "Peer reset and link reset")
             dlrx.i_accept.eq(dltx.o_rx_accept),
-            tlrx0.i_drain.eq(dltx.o_lr_drain & dlrx.o_idle),
-            tlrx1.i_drain.eq(dltx.o_lr_drain & dlrx.o_idle),
-            dltx.i_lr_ready.eq(dlrx.o_idle & tlrx0.o_clean & tlrx1.o_clean),
+            dltx.i_lr_ready.eq(dlrx.o_idle & settled[0] & tlrx0.o_clean
+                               & settled[1] & tlrx1.o_clean),
             dlrx.i_clear.eq(dltx.o_link_reset),
             tlrx0.i_clear.eq(dltx.o_link_reset),
             tlrx1.i_clear.eq(dltx.o_link_reset),
@@ -204,10 +223,6 @@ class Chiplet(wiring.Component):
             dlrx.i_nak_sent.eq(dltx.o_nak_sent),
             dltx.i_freed0.eq(tlrx0.o_freed),
             dltx.i_freed1.eq(tlrx1.o_freed),
-            # an endpoint counts the slots the commit in progress will still write (a message
-            # inside one DL flit is not held back); the switch side only committed ones
-            tlrx0.i_avail.eq(dlrx.o_level0 + (dlrx.o_pending0 if self.params.stamp_src else 0)),
-            tlrx1.i_avail.eq(dlrx.o_level1 + (dlrx.o_pending1 if self.params.stamp_src else 0)),
         ]
         s = self.o_status
         m.d.comb += [
