@@ -179,6 +179,12 @@ class Chiplet(wiring.Component):
                     for v in range(2))
         for v, (tlrx, out) in enumerate(((tlrx0, req), (tlrx1, rsp))):
             register_fifo(m, f"beat_slice{v}", tlrx.o_beat, out)
+        # link reset: the receive side idle and both TL receivers clean, as of the last cycle
+        # (a register, off the link reset's fan-out) and still idle now: nothing then can
+        # have entered the FIFOs since, so they are still empty and the parse at a boundary
+        rx_clean = Signal()
+        m.d.sync += rx_clean.eq(dlrx.o_idle & settled[0] & tlrx0.o_clean
+                                & settled[1] & tlrx1.o_clean)
         # o_req: a non-posted request whose tag is still owed a response from before a link
         # reset waits at its first beat (TransactionTx ``o_hold``); delivered ones are owed
         beat = req.payload
@@ -218,8 +224,7 @@ class Chiplet(wiring.Component):
             tltx.i_refuse.eq(dltx.o_failed),
             # peer reset: the link reset (docs/protocol.md, "Peer reset and link reset")
             dlrx.i_accept.eq(dltx.o_rx_accept),
-            dltx.i_lr_ready.eq(dlrx.o_idle & settled[0] & tlrx0.o_clean
-                               & settled[1] & tlrx1.o_clean),
+            dltx.i_lr_ready.eq(rx_clean & dlrx.o_idle),
             dlrx.i_clear.eq(dltx.o_link_reset),
             tlrx0.i_clear.eq(dltx.o_link_reset),
             tlrx1.i_clear.eq(dltx.o_link_reset),
