@@ -125,11 +125,15 @@ class CompletionTracker(wiring.Component):
                               else 1)]
         q = fifo.SyncFIFOBuffered(width=TAG_BITS + 4 + 2 + 1, depth=4)
         m.submodules.errq = q
-        delivering = Signal()          # a link completion's first beat is taken now
-        deliver_tag = Signal(TAG_BITS)
+        # a link completion's first beat is taken now if its tag is outstanding: written
+        # without that lookup, which changes nothing where it is used (the scan's tag is
+        # outstanding, and clearing a bit already clear is no change), so the lookup on the
+        # completion's tag stays out of the expiry and the clearing
+        offered = Signal()
+        offered_tag = self.i_cpl.payload.tag
         expire = Signal()
         m.d.comb += expire.eq(c_on & c_due & outstanding.bit_select(c_tag, 1) & q.w_rdy
-                              & ~(delivering & (deliver_tag == c_tag)))
+                              & ~(offered & (offered_tag == c_tag)))
         m.d.comb += [q.w_en.eq(expire),
                      q.w_data.eq(c_tag | (c_entry.op << TAG_BITS)
                                  | (c_entry.len << (TAG_BITS + 4))
@@ -171,6 +175,7 @@ class CompletionTracker(wiring.Component):
         take_err = Signal()
         m.d.comb += take_err.eq(q.r_rdy & (prefer_err | ~self.i_cpl.valid))
         idle = mode == 0
+        m.d.comb += offered.eq(idle & ~take_err & self.i_cpl.valid & self.o_rsp.ready)
         err_mode = (mode == 3) | (idle & take_err)
         pass_mode = (mode == 1) | (idle & ~take_err & self.i_cpl.valid & is_out)
         drop_mode = (mode == 2) | (idle & ~take_err & self.i_cpl.valid & ~is_out)
@@ -191,7 +196,6 @@ class CompletionTracker(wiring.Component):
                             m.d.comb += q.r_en.eq(1)
                 with m.Elif(self.i_cpl.valid & is_out):
                     with m.If(self.o_rsp.ready):
-                        m.d.comb += [delivering.eq(1), deliver_tag.eq(cpl.tag)]
                         m.d.sync += prefer_err.eq(1)
                         with m.If(cpl_beats > 1):
                             m.d.sync += [mode.eq(1), left.eq(cpl_beats - 1)]
@@ -215,6 +219,6 @@ class CompletionTracker(wiring.Component):
                     with m.If(left == 1):
                         m.d.sync += mode.eq(0)
                         m.d.comb += q.r_en.eq(1)
-        with m.If(delivering):
-            m.d.comb += clr_dlv.eq(1 << deliver_tag)
+        with m.If(offered):
+            m.d.comb += clr_dlv.eq(1 << offered_tag)
         return m
