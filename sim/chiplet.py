@@ -482,16 +482,19 @@ class CompletionTimerModel:
 
     Cycles count from reset (the RTL's stamp counter is the cycle number). A tag issued in
     cycle ``t`` (its request taken on ``i_req``) is checked by the scan in the cycles ``k``
-    with ``k - 1 ≡ tag (mod 256)`` and ``k - 1 > t``; the first such ``k`` with
-    ``k - t >= timeout`` (any, for a refused request) expires it, unless the completion's
-    first beat is accepted on ``o_rsp`` in that same cycle or before (delivery wins). An
-    expired tag's error completion is queued at ``k`` and its first beat is offered on
-    ``o_rsp`` at ``k + ERR_LATENCY`` if the port is idle then.
+    with ``k - SCAN_LATENCY ≡ tag (mod 256)`` and ``k - SCAN_LATENCY > t``; the first such
+    ``k`` with ``k - t >= timeout`` (any, for a refused request) expires it, unless the
+    completion's first beat is accepted on ``o_rsp`` in that same cycle or before (delivery
+    wins). An expired tag's error completion is queued at ``k`` and its first beat is
+    offered on ``o_rsp`` at ``k + ERR_LATENCY`` if the port is idle then.
     """
 
     #: cycles from the expiring check to the error completion's first beat on an idle port
     #: (the 2-cycle read latency of the buffered error queue)
     ERR_LATENCY = 2
+    #: cycles from the scan's memory read of a tag to its check (the read, then the age
+    #: comparison into a register)
+    SCAN_LATENCY = 2
 
     def __init__(self, timeout: int):
         if not 1 <= timeout < 1 << 24:
@@ -501,12 +504,12 @@ class CompletionTimerModel:
     def expiry(self, tag: int, issued: int, refused: bool = False) -> int:
         """The cycle the scan expires ``tag`` issued in cycle ``issued`` (if still
         outstanding and the error queue has room)."""
-        n = 1 << TAG_BITS
+        n, d = 1 << TAG_BITS, self.SCAN_LATENCY
         c = issued + 1 + (tag - issued - 1) % n          # first read of the tag after issue
         need = 0 if refused else self.timeout
-        while c + 1 - issued < need:
+        while c + d - issued < need:
             c += n
-        return c + 1
+        return c + d
 
     def outcome(self, tag: int, issued: int, accepted: int | None,
                 refused: bool = False) -> str:

@@ -10,7 +10,8 @@ from amaranth.lib.wiring import In, Out, connect, flipped
 
 from fusionfabric.formats.chiplet import SRC_BITS, ChipletParams
 from fusionfabric.formats.chiplet import Opcode
-from .common import LINK_FAILED, STATUS, data_slots, phy_layout, port_layout, sat_inc
+from .common import (LINK_FAILED, STATUS, data_slots, phy_layout, port_layout, register_fifo,
+                     sat_inc)
 from .dl_rx import DataLinkRx
 from .dl_tx import DataLinkTx
 from .tl_rx import WHOLE_MIN_CREDITS, TransactionRx
@@ -96,7 +97,11 @@ class Chiplet(wiring.Component):
     documented in docs/protocol.md ("Latency"); it is the sum of the TL packer (2), the
     DL fill (up to ``close_timeout`` for a partial DL flit), waiting for a control flit in
     progress (< ``4 * tl_per_dl + 1``), DL pipeline (3), the flit itself
-    (``4 * tl_per_dl + 1``, store and forward), the channel, and the receive commit (4).
+    (``4 * tl_per_dl + 1``, store and forward), the channel, the receive commit (4) and
+    two 2-entry register FIFOs per VC, one between the receive FIFO and the transaction
+    receiver and one after it (1 each; they keep the receive FIFO's read enable and the
+    message parse off the port's hold and the completion tracker). Responses take the same
+    path to ``o_rsp`` (the completion tracker passes them on without delay).
     Throughput: one 16-byte slot per cycle each way; a 256-byte write takes 17 slots.
     Reset: all state cleared; the link comes up when ``i_link_up`` is high on both sides.
     """
@@ -149,11 +154,40 @@ class Chiplet(wiring.Component):
         connect(m, tltx.o_tl, dltx.i_tl)
         connect(m, dltx.o_phy, flipped(self.o_phy))
         connect(m, flipped(self.i_phy), dlrx.i_phy)
-        connect(m, dlrx.o_slot0, tlrx0.i_slot)
-        connect(m, dlrx.o_slot1, tlrx1.i_slot)
+        # Each VC's receive FIFO is read through a 2-entry register FIFO (one cycle): the
+        # block-RAM FIFO's read enable then depends on registers only, not on the TL parse
+        # and the completion tracker behind it (that loop limited Fmax).
+        settled = []       # per VC: no slot on its way from the receive FIFO to the TL
+        for v, tlrx in enumerate((tlrx0, tlrx1)):
+            sl = register_fifo(m, f"rx_slice{v}", (dlrx.o_slot0, dlrx.o_slot1)[v], tlrx.i_slot)
+            level = (dlrx.o_level0, dlrx.o_level1)[v]
+            settled.append(Signal(name=f"rx_settled{v}"))
+            m.d.comb += [
+                settled[v].eq(sl.r_rdy | (level == 0)),
+                # link reset: a slot in transit is neither drained nor clean
+                tlrx.i_drain.eq(dltx.o_lr_drain & dlrx.o_idle & settled[v]),
+                # an endpoint counts the slots the commit in progress will still write (a
+                # message inside one DL flit is not held back); the switch side only
+                # committed ones
+                tlrx.i_avail.eq(level + sl.level + ((dlrx.o_pending0, dlrx.o_pending1)[v]
+                                                    if self.params.stamp_src else 0)),
+            ]
+        # Each VC's messages leave its TL receiver through a second 2-entry register FIFO
+        # (one cycle): the parse's handshake then ends in registers, not in the port's hold
+        # (o_req) or the completion tracker's decision (o_rsp) behind it.
+        req, rsp = (stream.Signature(port_layout()).create(path=(f"rx_beat{v}",))
+                    for v in range(2))
+        for v, (tlrx, out) in enumerate(((tlrx0, req), (tlrx1, rsp))):
+            register_fifo(m, f"beat_slice{v}", tlrx.o_beat, out)
+        # link reset: the receive side idle and both TL receivers clean, as of the last cycle
+        # (a register, off the link reset's fan-out) and still idle now: nothing then can
+        # have entered the FIFOs since, so they are still empty and the parse at a boundary
+        rx_clean = Signal()
+        m.d.sync += rx_clean.eq(dlrx.o_idle & settled[0] & tlrx0.o_clean
+                                & settled[1] & tlrx1.o_clean)
         # o_req: a non-posted request whose tag is still owed a response from before a link
         # reset waits at its first beat (TransactionTx ``o_hold``); delivered ones are owed
-        beat = tlrx0.o_beat.payload
+        beat = req.payload
         left = Signal(5)              # beats left in the o_req message after this one
         first = left == 0
         nonposted = ((beat.opcode == Opcode.WRITE) | (beat.opcode == Opcode.READ)
@@ -162,9 +196,9 @@ class Chiplet(wiring.Component):
         if self.params.stamp_src:
             m.d.comb += [tltx.i_hold_tag.eq(beat.tag),
                          hold.eq(first & nonposted & tltx.o_hold)]
-        m.d.comb += [self.o_req.valid.eq(tlrx0.o_beat.valid & ~hold),
+        m.d.comb += [self.o_req.valid.eq(req.valid & ~hold),
                      self.o_req.payload.eq(beat),
-                     tlrx0.o_beat.ready.eq(self.o_req.ready & ~hold)]
+                     req.ready.eq(self.o_req.ready & ~hold)]
         took = self.o_req.valid & self.o_req.ready
         with m.If(took):
             nb = data_slots(beat.opcode, beat.length)
@@ -172,7 +206,7 @@ class Chiplet(wiring.Component):
         m.d.comb += [tltx.i_owed_set.eq(took & first & nonposted),
                      tltx.i_owed_tag.eq(beat.tag)]
         if track:
-            connect(m, tlrx1.o_beat, trk.i_cpl)
+            connect(m, rsp, trk.i_cpl)
             connect(m, trk.o_rsp, flipped(self.o_rsp))
             m.d.comb += [trk.i_issue.eq(tltx.o_issue), trk.i_issue_tag.eq(tltx.o_issue_tag),
                          trk.i_issue_op.eq(tltx.o_issue_op),
@@ -180,7 +214,7 @@ class Chiplet(wiring.Component):
                          trk.i_issue_refused.eq(tltx.o_issue_refused),
                          trk.i_node_id.eq(self.i_node_id)]
         else:
-            connect(m, tlrx1.o_beat, flipped(self.o_rsp))
+            connect(m, rsp, flipped(self.o_rsp))
         m.d.comb += [
             tltx.i_node_id.eq(self.i_node_id),
             tltx.i_credit_ok.eq(dltx.o_credit_ok),
@@ -190,9 +224,7 @@ class Chiplet(wiring.Component):
             tltx.i_refuse.eq(dltx.o_failed),
             # peer reset: the link reset (docs/protocol.md, "Peer reset and link reset")
             dlrx.i_accept.eq(dltx.o_rx_accept),
-            tlrx0.i_drain.eq(dltx.o_lr_drain & dlrx.o_idle),
-            tlrx1.i_drain.eq(dltx.o_lr_drain & dlrx.o_idle),
-            dltx.i_lr_ready.eq(dlrx.o_idle & tlrx0.o_clean & tlrx1.o_clean),
+            dltx.i_lr_ready.eq(rx_clean & dlrx.o_idle),
             dlrx.i_clear.eq(dltx.o_link_reset),
             tlrx0.i_clear.eq(dltx.o_link_reset),
             tlrx1.i_clear.eq(dltx.o_link_reset),
@@ -204,10 +236,6 @@ class Chiplet(wiring.Component):
             dlrx.i_nak_sent.eq(dltx.o_nak_sent),
             dltx.i_freed0.eq(tlrx0.o_freed),
             dltx.i_freed1.eq(tlrx1.o_freed),
-            # an endpoint counts the slots the commit in progress will still write (a message
-            # inside one DL flit is not held back); the switch side only committed ones
-            tlrx0.i_avail.eq(dlrx.o_level0 + (dlrx.o_pending0 if self.params.stamp_src else 0)),
-            tlrx1.i_avail.eq(dlrx.o_level1 + (dlrx.o_pending1 if self.params.stamp_src else 0)),
         ]
         s = self.o_status
         m.d.comb += [

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from amaranth import Const, Mux, Signal
-from amaranth.lib import data
+from amaranth import Const, Mux, Signal, Value
+from amaranth.lib import data, fifo
 
 from fusionfabric.formats.chiplet import (DL_HEADER, DL_TRAILER, PHY_WORD, PORT_BEAT, SEQ_BITS,
                                           SLOT_BITS, SLOTS_PER_TL, STATUS, TL_FLIT, TL_HEADER,
@@ -11,7 +11,7 @@ from fusionfabric.formats.chiplet import (DL_HEADER, DL_TRAILER, PHY_WORD, PORT_
 
 __all__ = ["PHY_WORD", "TL_FLIT", "STATUS", "phy_layout", "tl_layout", "port_layout",
            "beat_slots_layout", "trailer_layout", "tl_slots_layout", "data_slots", "valid_opcode",
-           "as_params", "LINK_DOWN",
+           "as_params", "register_fifo", "LINK_DOWN",
            "LINK_INIT", "LINK_ACTIVE", "LINK_FAILED"]
 
 LINK_DOWN, LINK_INIT, LINK_ACTIVE, LINK_FAILED = (int(s) for s in LinkState)
@@ -87,3 +87,16 @@ def sat_inc(m, counter: Signal, cond):
 def seq_dist(a, b):
     """``(a - b) mod 2**SEQ_BITS``."""
     return (a - b)[:SEQ_BITS]
+
+
+def register_fifo(m, name: str, src, dst) -> fifo.SyncFIFO:
+    """``src`` to ``dst`` (streams, payloads of the same width) through a 2-entry register
+    FIFO (:class:`amaranth.lib.fifo.SyncFIFO`, submodule ``name``), returned for its
+    ``level``: one cycle of latency at full throughput; ``src.ready`` and ``dst.valid``
+    come from its level register, so neither side's handshake logic reaches the other."""
+    payload = Value.cast(src.payload)
+    m.submodules[name] = q = fifo.SyncFIFO(width=len(payload), depth=2)
+    m.d.comb += [q.w_en.eq(src.valid), q.w_data.eq(payload), src.ready.eq(q.w_rdy),
+                 dst.valid.eq(q.r_rdy), Value.cast(dst.payload).eq(q.r_data),
+                 q.r_en.eq(dst.ready)]
+    return q

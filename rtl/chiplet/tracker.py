@@ -23,7 +23,9 @@ class CompletionTracker(wiring.Component):
     ``i_issue`` (from :class:`~fusionfabric.rtl.chiplet.tl_tx.TransactionTx`) marks a tag
     outstanding with the current cycle, the request's opcode and length; ``refused`` marks
     it for an ERROR completion (never sent). A scan visits tag ``now mod 256`` every cycle
-    (memory read, then the check one cycle later): an outstanding tag that is refused or
+    (memory read, the age compared one cycle later, the check in the cycle after that; the
+    exact cycles: :class:`fusionfabric.sim.chiplet.CompletionTimerModel`): an outstanding
+    tag that is refused or
     whose age has reached ``timeout`` is *expired* — freed, and queued for an error
     completion: status TIMEOUT (or ERROR if refused), opcode READ_CPL / WRITE_ACK /
     ATOMIC_ACK for READ / WRITE / ATOMIC_ADD, the request's length and tag (a READ_CPL
@@ -97,35 +99,52 @@ class CompletionTracker(wiring.Component):
         with m.If(self.i_issue):
             m.d.comb += sets.eq(1 << self.i_issue_tag)
 
-        # scan: read tag now mod 256, check it the next cycle (a tag issued in the read
-        # cycle is skipped: its memory word was not yet written)
+        # scan: read tag now mod 256 (cycle k - 2), compare its age in the next cycle and
+        # check the result in the one after (k): the block RAM's output and the age
+        # comparison end in registers, apart from the outstanding bits and the queue. A
+        # tag issued in the read cycle (its memory word not yet written) or the compare
+        # cycle (the word read is an older request's) is skipped.
         sp = now[:TAG_BITS]
         m.d.comb += [rp.addr.eq(sp), rp.en.eq(1)]
-        c_tag = Signal(TAG_BITS)
-        c_on = Signal()
-        m.d.sync += [c_tag.eq(sp),
-                     c_on.eq(outstanding.bit_select(sp, 1)
+        r_tag = Signal(TAG_BITS)
+        r_on = Signal()
+        m.d.sync += [r_tag.eq(sp),
+                     r_on.eq(outstanding.bit_select(sp, 1)
                              & ~(self.i_issue & (self.i_issue_tag == sp)))]
         e = rp.data
+        # due at k: (now + 1) - stamp >= timeout, compared one cycle ahead (at timeout 1
+        # always: no comparison that would be constant)
         age = (now - e.stamp)[:STAMP_BITS]
+        c_tag = Signal(TAG_BITS)
+        c_on = Signal()
+        c_due = Signal()
+        c_entry = Signal(entry)
+        m.d.sync += [c_tag.eq(r_tag), c_entry.eq(e),
+                     c_on.eq(r_on & ~(self.i_issue & (self.i_issue_tag == r_tag))),
+                     c_due.eq(e.refused | (age >= self.timeout - 1) if self.timeout > 1
+                              else 1)]
         q = fifo.SyncFIFOBuffered(width=TAG_BITS + 4 + 2 + 1, depth=4)
         m.submodules.errq = q
-        delivering = Signal()          # a link completion's first beat is taken now
-        deliver_tag = Signal(TAG_BITS)
+        # a link completion's first beat is taken now if its tag is outstanding: written
+        # without that lookup, which changes nothing where it is used (the scan's tag is
+        # outstanding, and clearing a bit already clear is no change), so the lookup on the
+        # completion's tag stays out of the expiry and the clearing
+        offered = Signal()
+        offered_tag = self.i_cpl.payload.tag
         expire = Signal()
-        m.d.comb += expire.eq(c_on & outstanding.bit_select(c_tag, 1)
-                              & (e.refused | (age >= self.timeout)) & q.w_rdy
-                              & ~(delivering & (deliver_tag == c_tag)))
+        m.d.comb += expire.eq(c_on & c_due & outstanding.bit_select(c_tag, 1) & q.w_rdy
+                              & ~(offered & (offered_tag == c_tag)))
         m.d.comb += [q.w_en.eq(expire),
-                     q.w_data.eq(c_tag | (e.op << TAG_BITS) | (e.len << (TAG_BITS + 4))
-                                 | (e.refused << (TAG_BITS + 6)))]
+                     q.w_data.eq(c_tag | (c_entry.op << TAG_BITS)
+                                 | (c_entry.len << (TAG_BITS + 4))
+                                 | (c_entry.refused << (TAG_BITS + 6)))]
         with m.If(expire):
             m.d.comb += clr_exp.eq(1 << c_tag)
         timeouts, refused, late = Signal(16), Signal(16), Signal(16)
         m.d.comb += [self.o_timeouts.eq(timeouts), self.o_refused.eq(refused),
                      self.o_late.eq(late)]
-        sat_inc(m, timeouts, expire & ~e.refused)
-        sat_inc(m, refused, expire & e.refused)
+        sat_inc(m, timeouts, expire & ~c_entry.refused)
+        sat_inc(m, refused, expire & c_entry.refused)
 
         # o_rsp: IDLE between messages; PASS / DROP a link completion; ERR a queued one
         mode = Signal(2)              # 0 idle, 1 pass, 2 drop, 3 error completion
@@ -156,6 +175,7 @@ class CompletionTracker(wiring.Component):
         take_err = Signal()
         m.d.comb += take_err.eq(q.r_rdy & (prefer_err | ~self.i_cpl.valid))
         idle = mode == 0
+        m.d.comb += offered.eq(idle & ~take_err & self.i_cpl.valid & self.o_rsp.ready)
         err_mode = (mode == 3) | (idle & take_err)
         pass_mode = (mode == 1) | (idle & ~take_err & self.i_cpl.valid & is_out)
         drop_mode = (mode == 2) | (idle & ~take_err & self.i_cpl.valid & ~is_out)
@@ -176,7 +196,6 @@ class CompletionTracker(wiring.Component):
                             m.d.comb += q.r_en.eq(1)
                 with m.Elif(self.i_cpl.valid & is_out):
                     with m.If(self.o_rsp.ready):
-                        m.d.comb += [delivering.eq(1), deliver_tag.eq(cpl.tag)]
                         m.d.sync += prefer_err.eq(1)
                         with m.If(cpl_beats > 1):
                             m.d.sync += [mode.eq(1), left.eq(cpl_beats - 1)]
@@ -200,6 +219,6 @@ class CompletionTracker(wiring.Component):
                     with m.If(left == 1):
                         m.d.sync += mode.eq(0)
                         m.d.comb += q.r_en.eq(1)
-        with m.If(delivering):
-            m.d.comb += clr_dlv.eq(1 << deliver_tag)
+        with m.If(offered):
+            m.d.comb += clr_dlv.eq(1 << offered_tag)
         return m
