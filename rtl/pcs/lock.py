@@ -91,8 +91,8 @@ class BlockLock(wiring.Component):
         ]
         m.d.sync += [prev.eq(self.i_chunk), prev_x.eq(self.i_chunk[:65] ^ self.i_chunk[1:]),
                      self.o_block.eq(blk), self.o_ok.eq(lock)]
-        # every comparison below is made on registers alone, so the header test (the
-        # barrel shifter's output) only selects between ready results (timing)
+        # every comparison below is made on registers alone, so the header test only
+        # selects between ready results (timing)
         cnt1 = sh_cnt + 1
         window_end = Signal()
         m.d.comb += window_end.eq(sh_cnt == LOCK_WINDOW - 1)
