@@ -177,21 +177,17 @@ class RsDecoder(wiring.Component):
                 for i in range(n):
                     m.d.comb += load[i].eq(wr_slot == i)
         s_nz = Signal()
+        strobe, source = load, synd.o_next
         if full:
             # "syndromes not all zero" from the accumulators in the cycle after the load
             # (timing: not behind the Horner step); the flag is read when the slot's
             # solver is done, 30 cycles later
-            loaded = Signal(n)
-            m.d.sync += loaded.eq(load)
-            m.d.comb += s_nz.eq(synd.o_syndromes != 0)
-            for i in range(n):
-                with m.If(loaded[i]):
-                    m.d.sync += nz[i].eq(s_nz)
-        else:
-            m.d.comb += s_nz.eq(synd.o_next != 0)
-            for i in range(n):
-                with m.If(load[i]):
-                    m.d.sync += nz[i].eq(s_nz)
+            strobe, source = Signal(n), synd.o_syndromes
+            m.d.sync += strobe.eq(load)
+        m.d.comb += s_nz.eq(source != 0)
+        for i in range(n):
+            with m.If(strobe[i]):
+                m.d.sync += nz[i].eq(s_nz)
 
         # ---- result slots: RiBM solvers, or the syndrome flag only ----------------------
         take_slot = Signal(n)
