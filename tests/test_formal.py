@@ -34,13 +34,18 @@ FAST = [
     ("islip", "pointer", "FAIL", "pointer_moves_on_accept"),
     ("islip", "double", "FAIL", "one_input_per_output"),
     ("credits", None, "PASS", None),
-    ("credits", "double-return", "FAIL", "conservation"),
+    # the counterexample breaks conservation, or the peer's freed count in a doomed life
+    # (which the solver finds first depends on the rest of the DL's logic)
+    ("credits", "double-return", "FAIL", ("conservation", "peer_empty_in_doomed_life")),
     # the link reset forgets a counter: only the proof across the link reset catches it
     ("credits", "lr-sent", "FAIL", ("conservation", "life_starts_at_zero")),
     # the data link's sender alone, unbounded; the walk before a link reset that does not
     # count what it frees: only a harness that reaches a link reset catches it
     ("dl-lives", None, "PASS", None),
     ("dl-lives", "lr-discard", "FAIL", "taken_is_acked_buffered_or_discarded"),
+    # the session compare left out: a refresh of the far side with one of its older
+    # normal flits delayed past it ends in a link reset with nobody reset (about 8 s)
+    ("dl-reset", "no-session", "FAIL", "link_reset_only_after_far_side_reset"),
 ]
 SOAK = [
     # which of the properties the solver's counterexample breaks first depends on the

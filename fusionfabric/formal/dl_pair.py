@@ -88,11 +88,12 @@ the last), in order, each once, intact (the epoch's ``n``-th delivered TL flit i
 life's ``n``-th taken, for symbolic ``i < j``); an epoch that began after the sender sent
 data in its life commits and delivers nothing of that life; the receiver's expected
 number lies in the sender's window while the epoch belongs to the life; and the sender's
-statements of ``dl-lives``. A link reset is not asserted to need a reset of the far side:
-it does not (a refresh of the far side with one of its older normal flits delayed past it
-makes us take it for a peer reset; the discards are counted). Planted bugs: ``rx-stale``
-(the far side's gate lets a fresh DL commit anything), ``lr-discard`` (the walk before a
-link reset does not count what it frees).
+statements of ``dl-lives``; and a link reset only in a life in which the far side was reset
+(a refresh of the far side with one of its older normal flits delayed past it does not
+make us take it for a peer reset: the flit's ``session_seen`` is not our session).
+Planted bugs: ``rx-stale`` (the far side's gate lets a fresh DL commit anything),
+``lr-discard`` (the walk before a link reset does not count what it frees),
+``no-session`` (our DL TX leaves the session compare out).
 
 **The sender alone** (``dl-lives``, :class:`SenderLivesHarness`): ``DataLinkTx`` with
 every input free; its window, the link reset (the life after the pulse starts at zero)
@@ -122,7 +123,7 @@ FAIR_K = 3
 PAIR_K = 1
 #: Bound of ``dl-reset``'s proof and of its covers.
 RESET_DEPTH = 24
-RESET_COVER_DEPTH = 26
+RESET_COVER_DEPTH = 28
 #: Induction depth and cover bound of ``dl-lives``.
 LIVES_DEPTH = 4
 LIVES_COVER_DEPTH = 12
@@ -152,10 +153,13 @@ BUGS = {
                "sent again in the new life",
     "rx-stale": "the far side's DL TX lets its receiver commit while fresh whatever comes "
                 "(o_rx_accept 1): the sender's data from before the far side's reset",
+    "no-session": "the sender's DL TX takes every flit as sent after the far side heard "
+                  "its current session (heard 1): a normal flit of the far side from "
+                  "before its refresh takes it for an ACTIVE peer",
 }
 #: The planted bugs of each harness: ``dl-pair``, ``dl-reset``, ``dl-lives``.
 PLANTED = {k: BUGS[k] for k in ("window", "rx-dup")}
-RESET_PLANTED = {k: BUGS[k] for k in ("rx-stale", "lr-discard")}
+RESET_PLANTED = {k: BUGS[k] for k in ("rx-stale", "lr-discard", "no-session")}
 SENDER_PLANTED = {k: BUGS[k] for k in ("window", "lr-discard", "lr-fill")}
 
 
@@ -222,6 +226,9 @@ def _sender(planted, p, platform):
         # the link reset leaves the fill pointer: the old life's entries stay "filled"
         with txm.If(link_reset):
             txm.d.sync += fill_ptr.eq(fill_ptr)
+    if planted == "no-session":
+        # the session compare left out (the last assignment wins)
+        txm.d.comb += ts["heard"].eq(1)
     return tx, txm, ts, tx_crc, walk
 
 
@@ -625,6 +632,14 @@ class PeerResetPairHarness(DataLinkPairHarness):
         with m.If(rx.i_phy.valid & rx.i_link_up & ph.payload.first):
             m.d.sync += rx_tag.eq(ph.payload.data[DATA_BITS:DATA_BITS + TAG_BITS])
         commit_old = commit & (rx_tag != tag)
+        # the far side was reset (or performed a link reset) in this life of ours: a link
+        # reset of ours needs one
+        far_reset = Signal()
+        with m.If(link_reset):
+            m.d.sync += far_reset.eq(0)
+        with m.If(prst):
+            m.d.sync += far_reset.eq(1)
+        m.d.comb += Assert(~lr_pend | far_reset, "link_reset_only_after_far_side_reset")
         # ``ep_old``: the epoch has committed data of a life before the current one
         # (committed before our link reset, or the old life's last flits after it);
         # ``ep_clean``: the epoch's expected number started with this life (the epoch

@@ -8,7 +8,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
-from fusionfabric.formats.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SLOT_BITS
+from fusionfabric.formats.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SESSION_BITS, SLOT_BITS
 from .common import (LINK_ACTIVE, LINK_DOWN, LINK_FAILED, LINK_INIT, as_params, phy_layout, sat_inc,
                      seq_dist, tl_layout, tl_slots_layout, trailer_layout)
 
@@ -61,12 +61,16 @@ class DataLinkTx(wiring.Component):
     and the receiver drops the copies it already has (sequence numbers survive a link drop;
     only reset and a link reset clear them).
 
-    **Peer reset** (docs/protocol.md, "Peer reset and link reset"). Bring-up flits carry
-    ``fresh`` until the DL first reaches ACTIVE after its reset, a link reset or a refresh
-    (below). A fresh DL takes only fresh bring-up flits and normal flits whose ack and
-    credit returns fit its empty window (``o_rx_accept`` tells the receiver whether a data
+    **Peer reset** (docs/protocol.md, "Peer reset and link reset"). Every flit carries the
+    DL's ``session`` (its drops, failures and refreshes since reset, mod 16) and
+    ``session_seen`` (the session of the last flit it took from the peer). Bring-up flits
+    carry ``fresh`` until the DL first reaches ACTIVE after its reset, a link reset or a
+    refresh (below), or sets ``peer_active``. A fresh DL takes only fresh bring-up flits
+    and normal flits whose ack and credit returns fit its empty window and whose
+    ``session_seen`` is its session (``o_rx_accept`` tells the receiver whether a data
     flit may be committed). Data flits go out only after a good flit without ``fresh``
-    came from the peer since the last reset or link reset (``peer_active``). A DL that is
+    and with ``session_seen`` equal to the DL's session came from the peer since the last
+    reset or link reset (``peer_active``). A DL that is
     not fresh and gets a good fresh bring-up flit: with ``peer_active``, goes FAILED
     (``o_fail_peer``); without it and with the flit's ``init_seen`` = 0, becomes fresh
     again and returns to INIT (a refresh: it has sent no data and taken none, so its state
@@ -276,6 +280,12 @@ class DataLinkTx(wiring.Component):
         hdr = Signal(DL_HEADER.layout())
         seen = Signal()
         fresh = Signal(init=1)        # not ACTIVE since reset, the last link reset or refresh
+        # ``session``: drops, failures and refreshes since reset (mod 2**SESSION_BITS), sent
+        # in every flit; ``session_seen``: the session of the last flit taken from the
+        # peer, sent back. A peer flit whose ``session_seen`` is our session was sent after
+        # the peer took a flit of ours sent since our last drop, failure or refresh.
+        session = Signal(SESSION_BITS)
+        session_seen = Signal(SESSION_BITS)
         # a flit finished after entering FAILED, or after the link went DOWN, goes out as a
         # bring-up flit without init_seen (``seen`` is cleared there), so a peer never
         # takes it for an active link (nor for one past its first bring-up while fresh)
@@ -287,6 +297,7 @@ class DataLinkTx(wiring.Component):
             hdr.credit0.eq(Mux(is_init, p.rx_credits, self.i_freed0)),
             hdr.credit1.eq(Mux(is_init, p.rx_credits, self.i_freed1)),
             hdr.fresh.eq(fresh & is_init),
+            hdr.session.eq(session), hdr.session_seen.eq(session_seen),
         ]
 
         # stage B registers
@@ -378,9 +389,13 @@ class DataLinkTx(wiring.Component):
         m.d.comb += [peer_reset.eq(fresh_in & peer_active),
                      refresh.eq(fresh_in & ~peer_active & ~rh.init_seen)]
         # A fresh DL takes only what the peer sent in the same life: fresh bring-up flits,
-        # and normal flits whose ack and credit returns fit its empty window (the peer is
-        # ACTIVE after hearing us). Anything else is ignored whole.
-        accept_normal = ~rh.init & ack_ok & cred_ok & limit_known
+        # and normal flits whose ack and credit returns fit its empty window, sent after
+        # the peer heard this session of ours (``heard``: the peer is ACTIVE after hearing
+        # us, not a normal flit of its own from before its refresh, delayed in the
+        # channel). Anything else is ignored whole.
+        heard = Signal()
+        m.d.comb += heard.eq(rh.session_seen == session)
+        accept_normal = ~rh.init & ack_ok & cred_ok & limit_known & heard
         accept = ~fresh | Mux(rh.init, rh.fresh, accept_normal)
         good = Signal()
         m.d.comb += good.eq(good_raw & accept & ~peer_reset)
@@ -513,7 +528,8 @@ class DataLinkTx(wiring.Component):
             with m.Else():
                 m.d.sync += hold.eq(hold + 1)
         with m.Elif(fail):
-            m.d.sync += [state.eq(LINK_FAILED), seen.eq(0), failed.eq(1), hold.eq(0)]
+            m.d.sync += [state.eq(LINK_FAILED), seen.eq(0), failed.eq(1), hold.eq(0),
+                         session.eq(session + 1)]
             sat_inc(m, failures, 1)
             sat_inc(m, fail_replay, no_progress)
             sat_inc(m, fail_lost, lost_fire & ~no_progress)
@@ -522,10 +538,13 @@ class DataLinkTx(wiring.Component):
                 m.d.sync += lr_pend.eq(1)
         with m.Elif(~self.i_link_up):
             m.d.sync += [state.eq(LINK_DOWN), seen.eq(0)]
+            with m.If(state != LINK_DOWN):
+                m.d.sync += session.eq(session + 1)
         with m.Elif(state == LINK_DOWN):
             m.d.sync += [state.eq(LINK_INIT), seen.eq(0)]
         with m.Elif(refresh):
-            m.d.sync += [state.eq(LINK_INIT), seen.eq(1), fresh.eq(1)]
+            m.d.sync += [state.eq(LINK_INIT), seen.eq(1), fresh.eq(1),
+                         session.eq(session + 1)]
         with m.Elif(good):
             m.d.sync += seen.eq(1)
             # ACTIVE on a normal flit only if its ack lies in our window: a DL that lost
@@ -534,8 +553,14 @@ class DataLinkTx(wiring.Component):
                       & (limit_known | rh.init)):
                 m.d.sync += [state.eq(LINK_ACTIVE), failed.eq(0), fresh.eq(0),
                              send_ptr.eq(Mux(ack_ok, rh.ack, ack_ptr))]
-        with m.If(good & ~rh.fresh):
-            m.d.sync += peer_active.eq(1)
+        with m.If(good):
+            m.d.sync += session_seen.eq(rh.session)
+        # the peer is ACTIVE in a life we share: a flit without ``fresh`` that it sent
+        # after hearing this session of ours. Our state is then the shared life's, not
+        # zero, so we are not fresh any more (a fresh DL takes such a flit only as it goes
+        # ACTIVE, unless a failure or a link drop wins in that cycle)
+        with m.If(good & ~rh.fresh & heard):
+            m.d.sync += [peer_active.eq(1), fresh.eq(0)]
 
         # the link reset itself (last: it overrides every other update of these registers)
         with m.If(self.o_link_reset):

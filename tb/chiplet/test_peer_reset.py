@@ -337,8 +337,8 @@ class PeerResetTB(TB):
         # (an old-life completion after the reset would have been matched against the new
         # life's tags above: unmatched, or not the new request's response, it fails there)
         new = self.sides[self.reset_side].lives[1]
-        # the new life is a survivor too if a second link reset came (the corner case of a
-        # reset within the first bring-up, docs/protocol.md)
+        # the new life is a survivor too if a link reset came after it began (the corner
+        # case of a reset within the first bring-up, docs/protocol.md)
         new_acc = self._check_life(new, one_gap=True)
         assert new_acc["unreported"] == 0 and new_acc["sent"] == self.n, \
             f"seed {seed}: new life {new_acc}"
@@ -381,13 +381,17 @@ class PeerResetTB(TB):
                  "survivor": sv, "old_life": old_acc, "new_life": new_acc,
                  "status": st, "duplicated": 0, "corrupted": 0,
                  "link_resets": {s: st[s]["fail_peer"] for s in "ab"},
-                 "unreported": sv["unreported"]}
+                 "unreported": sv["unreported"],
+                 # every state change after the reset: (cycle, side, state)
+                 "transitions": [(c, s, LinkState(trace[s][c]).name) for s in "ab"
+                                 for c in range(max(1, self.reset_at), len(trace[s]))
+                                 if trace[s][c] != trace[s][c - 1]]}
         self.log.warning("peer reset stats: %s", stats)
         if self.stats_file:
             with open(self.stats_file, "w") as f:
                 json.dump(stats, f, indent=1, default=str)
         if self.bound is not None:
-            # one bound per link reset (a second one only in the corner case)
+            # one bound per link reset
             bound = int(self.bound) * max(1, link_resets)
             assert retrain <= bound, \
                 f"seed {seed}: ACTIVE again {retrain} cycles after the reset, bound {bound}"
