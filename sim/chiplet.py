@@ -32,8 +32,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from fusionfabric.formats.chiplet import (ADDR_BITS, CREDIT_BITS, DL_HEADER, LENGTHS,
-                                         NON_POSTED, POSTED, SEQ_BITS, SESSION_BITS, SLOT_BITS,
-                                         SLOT_BYTES, SLOTS_PER_TL, TAG_BITS, TL_BYTES, TL_HEADER, VC,
+                                         NON_POSTED, POSTED, SEQ_BITS, SESSION_BITS,
+                                         SLOT_BITS, SLOT_BYTES, SLOTS_PER_TL, TAG_BITS,
+                                         TL_BYTES, TL_HEADER, VC,
                                          ChipletParams, LinkState, Opcode, Status,
                                          check_phy_params, check_tl_per_dl, dl_flit_slots)
 from fusionfabric.formats.pcs import BlockType, control_word
@@ -784,9 +785,9 @@ class DlEscalationModel:
              nak=False, session_seen=0, new_send=False) -> dict:
         """One cycle. ``link_up``: the PHY is locked; ``good``: a good-CRC flit arrived, with
         header fields ``init``, ``init_seen``, ``fresh``, ``ack``, ``nak``,
-        ``session_seen``; ``new_send``: the
-        transmitter picks a data flit never sent before (its sequence is one past the
-        highest sent). Returns :meth:`outputs` of this cycle."""
+        ``session_seen``; ``new_send``: the transmitter picks a data flit never sent before
+        (its sequence is one past the highest sent). Returns :meth:`outputs` of this
+        cycle."""
         S = LinkState
         out = self.outputs()
         st = self.state

@@ -21,7 +21,8 @@ from .switch import CHUNK_BITS, DEST_BITS, SRC_BITS
 
 __all__ = [
     "SLOT_BITS", "SLOT_BYTES", "SLOTS_PER_TL", "TL_BYTES", "SEQ_BITS", "CREDIT_BITS",
-    "SESSION_BITS",    "TAG_BITS", "ADDR_BITS", "MAX_TL_PER_DL", "SRC_BITS", "Opcode", "Status", "VC",
+    "SESSION_BITS", "TAG_BITS", "ADDR_BITS", "MAX_TL_PER_DL", "SRC_BITS", "Opcode", "Status",
+    "VC",
     "LENGTHS", "TL_HEADER", "PORT_BEAT", "DL_HEADER", "DL_TRAILER", "PHY_WORD", "TL_FLIT",
     "STATUS", "LinkState", "POSTED", "NON_POSTED", "dl_flit_slots", "check_tl_per_dl", "MAX_START_EVERY", "check_phy_params",
     "ChipletParams",

@@ -8,7 +8,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
-from fusionfabric.formats.chiplet import CREDIT_BITS, DL_HEADER, SEQ_BITS, SESSION_BITS, SLOT_BITS
+from fusionfabric.formats.chiplet import (CREDIT_BITS, DL_HEADER, SEQ_BITS, SESSION_BITS,
+                                         SLOT_BITS)
 from .common import (LINK_ACTIVE, LINK_DOWN, LINK_FAILED, LINK_INIT, as_params, phy_layout, sat_inc,
                      seq_dist, tl_layout, tl_slots_layout, trailer_layout)
 
@@ -70,8 +71,8 @@ class DataLinkTx(wiring.Component):
     ``session_seen`` is its session (``o_rx_accept`` tells the receiver whether a data
     flit may be committed). Data flits go out only after a good flit without ``fresh``
     and with ``session_seen`` equal to the DL's session came from the peer since the last
-    reset or link reset (``peer_active``). A DL that is
-    not fresh and gets a good fresh bring-up flit: with ``peer_active``, goes FAILED
+    reset or link reset (``peer_active``). A DL that is not fresh and gets a good fresh
+    bring-up flit: with ``peer_active``, goes FAILED
     (``o_fail_peer``); without it and with the flit's ``init_seen`` = 0, becomes fresh
     again and returns to INIT (a refresh: it has sent no data and taken none, so its state
     is that of a fresh DL but for TL flits waiting to be sent). While FAILED by a peer reset
