@@ -39,9 +39,12 @@ class RsEncoder(wiring.Component):
     p(x) = m(x) x^30 mod g(x), g(x) = prod_{i=0}^{29} (x - alpha^i) (cl. 91.5.2.7;
     generator and field from :mod:`fusionfabric.formats.fec`). When 514 is not a multiple of
     ``P``, the beat holding position 513 carries ``514 mod P`` message symbols followed by
-    the first parity symbols. The division register advances ``P`` symbols per beat through
-    one GF(2) matrix probed from :func:`lfsr_step`, the division step (another for the short last
-    message beat), built as balanced XOR trees.
+    the first parity symbols. The division register advances ``P`` symbols per beat,
+    x' = A x + C u, the GF(2) matrices probed from :func:`lfsr_step`, the division step, and
+    built as balanced XOR trees; the first beat's gate acts after the trees of A, so the loop
+    is those trees and one gate. A second pair gives the remainder after the short last
+    message beat, whose later parity symbols leave from a register shifted ``P`` symbols a
+    beat (docs/fec.md, "Encoder").
 
     ``P`` and line rates at 10 bits per symbol: one codeword is 5,440 bits. A 66-bit PCS
     word per cycle (one lane) needs ``P = 8`` (80 bits per cycle, 68 cycles per codeword);
@@ -81,57 +84,79 @@ class RsEncoder(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        P, B, sb, np_ = self.P, self.n_beats, SYMBOL_BITS, code.NPAR
+        P, B, L, sb, np_ = self.P, self.n_beats, self.last_msg_beat, SYMBOL_BITS, code.NPAR
+        n = self.n_msg_last
+        h = P - n                   # parity symbols in beat L (after its n message symbols)
+        R = np_ - h                 # parity symbols in beats L+1 .. B-1 (a multiple of P)
         beat = self.i_data.payload
-        count = Signal(range(B), init=0)
-        idx = Signal(range(B))
-        m.d.comb += idx.eq(Mux(beat.first, 0, count))
         take = Signal()
         m.d.comb += [self.i_data.ready.eq(~self.o_data.valid | self.o_data.ready),
                      take.eq(self.i_data.valid & self.i_data.ready)]
 
-        state = Signal(sb * np_)
-        src = Signal(sb * np_)
-        m.d.comb += src.eq(Mux(idx == 0, 0, state))
-
-        def full(v):
-            return lfsr_step(v[:np_], v[np_:])
-
-        nxt_full = gf2_product(m, (linear_matrix(full, np_ + P), Cat(src, beat.data)),
-                               name="lfsr_full")
-        nxt = nxt_full
-        if self.n_msg_last != P:
-            n = self.n_msg_last
-            mat = linear_matrix(lambda v: lfsr_step(v[:np_], v[np_:]), np_ + n)
-            nxt_part = gf2_product(m, (mat, Cat(src, beat.data[:sb * n])), name="lfsr_last")
-            nxt = Signal(sb * np_)
-            m.d.comb += nxt.eq(Mux(idx == self.last_msg_beat, nxt_part, nxt_full))
-        parity = Signal(sb * np_)
+        # Beat count, and registered flags of it, so that a beat's role costs one gate with
+        # ``first`` rather than a compare of the count.
+        count = Signal(range(B), init=0)
+        at0 = Signal(init=1)                    # count == 0
+        at_l = Signal(init=int(L == 0))         # count == L
+        after_l = Signal()                      # L < count
+        at_end = Signal(init=int(B == 1))       # count == B - 1
+        idx = Signal(range(B))
+        m.d.comb += idx.eq(Mux(beat.first, 0, count))
+        is0, is_l, is_par, is_end = Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [is0.eq(beat.first | at0),
+                     is_l.eq(is0 if L == 0 else ~beat.first & at_l),
+                     is_par.eq(~beat.first & after_l),
+                     is_end.eq(beat.first | at_end if B == 1 else ~beat.first & at_end)]
         with m.If(take):
-            m.d.sync += count.eq(Mux(idx == B - 1, 0, idx + 1))
-            with m.If(idx <= self.last_msg_beat):
-                m.d.sync += state.eq(nxt)
-            with m.If(idx == self.last_msg_beat):
-                m.d.sync += parity.eq(nxt)
+            m.d.sync += [count.eq(Mux(is_end, 0, idx + 1)),
+                         at0.eq(is_end),
+                         at_l.eq(is_end if L == 0 else idx == L - 1),
+                         after_l.eq((is_l | is_par) & ~is_end),
+                         at_end.eq(1 if B == 1 else idx == B - 2)]
 
-        # Parity positions of this beat take the remainder: just computed in the beat that
-        # holds position 513, from the parity register in the later beats.
-        par_src = Signal(sb * np_)
-        m.d.comb += par_src.eq(Mux(idx == self.last_msg_beat, nxt, parity))
+        # Division step over P symbols: x' = A x + C u (x the register, u the beat's symbols),
+        # the register's share forced to 0 on the first beat after its XOR trees, so that
+        # the loop is the trees of A (at most 53 inputs a bit at P = 8) and one gate.
+        def split(n_sym, name):
+            mat = linear_matrix(lambda v: lfsr_step(v[:np_], v[np_:]), np_ + n_sym)
+            return (gf2_product(m, (mat[:, :sb * np_], state), name=f"{name}_s"),
+                    gf2_product(m, (mat[:, sb * np_:], beat.data[:sb * n_sym]),
+                                name=f"{name}_u"))
+
+        state = Signal(sb * np_)
+        full_s, full_u = split(P, "lfsr_full")
+        with m.If(take):
+            m.d.sync += state.eq(Mux(is0, 0, full_s) ^ full_u)
+
+        # The remainder after the beat holding position 513 (its n message symbols): no
+        # gate needed, as that beat is never a first beat unless it is beat 0 (L = 0).
+        if n == P:
+            rem_s, rem_u = full_s, full_u
+        else:
+            rem_s, rem_u = split(n, "lfsr_last")
+        rem = Signal(sb * np_)
+        m.d.comb += rem.eq(rem_u if L == 0 else rem_s ^ rem_u)
+
+        # Parity symbols h .. 29, for the beats after L: loaded in beat L, then shifted down
+        # by P symbols a beat, so that beat L + j takes symbols 0 .. P-1 of the register.
+        parity = Signal(sb * R)
+        if R:
+            with m.If(take):
+                with m.If(is_l):
+                    m.d.sync += parity.eq(rem[sb * h:])
+                with m.Elif(is_par):
+                    m.d.sync += parity.eq(parity[sb * P:])
+
         out_syms = []
         for k in range(P):
             sym = Signal(sb, name=f"sym{k}")
-            d = beat.data[sb * k:sb * (k + 1)]
-            cases = {}
-            for b in range(B):
-                pos = b * P + k
-                if pos >= code.K:
-                    cases[b] = par_src[sb * (pos - code.K):sb * (pos - code.K + 1)]
             # A Mux chain, not a Switch: no combinational process for Icarus to leave X
             # (docs/fabric.md, "Icarus note").
-            value = d
-            for b, v in cases.items():
-                value = Mux(idx == b, v, value)
+            value = beat.data[sb * k:sb * (k + 1)]
+            if R:
+                value = Mux(is_par, parity[sb * k:sb * (k + 1)], value)
+            if k >= n:
+                value = Mux(is_l, rem[sb * (k - n):sb * (k - n + 1)], value)
             m.d.comb += sym.eq(value)
             out_syms.append(sym)
 
@@ -139,6 +164,6 @@ class RsEncoder(wiring.Component):
         with m.If(self.i_data.ready):
             m.d.sync += self.o_data.valid.eq(self.i_data.valid)
             with m.If(self.i_data.valid):
-                m.d.sync += [out.data.eq(Cat(*out_syms)), out.first.eq(idx == 0),
-                             out.last.eq(idx == B - 1)]
+                m.d.sync += [out.data.eq(Cat(*out_syms)), out.first.eq(is0),
+                             out.last.eq(is_end)]
         return m
