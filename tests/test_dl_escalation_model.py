@@ -464,6 +464,7 @@ class _Stale(_Peer):
     def __init__(self, rng, p):
         super().__init__(rng, p)
         self.retrain = self.active = None     # cycles: INIT after the failure, ACTIVE
+        self.fails_seen = False               # the DUT has been FAILED
         self.feed = False
 
     def cycle(self, cyc, state):
@@ -472,7 +473,7 @@ class _Stale(_Peer):
             self.retrain = cyc
         if self.active is None and state == LinkState.ACTIVE:
             self.active = cyc
-        self.fails_seen = getattr(self, "fails_seen", False) or state == LinkState.FAILED
+        self.fails_seen |= state == LinkState.FAILED
         link_up = int(cyc >= 5)
         self.feed = self.active is not None
         if not link_up or state == LinkState.FAILED or cyc % self.flit:
