@@ -31,8 +31,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fusionfabric.formats.chiplet import (ADDR_BITS, CREDIT_BITS, DL_HEADER, LENGTHS,
-                                         NON_POSTED, POSTED, SEQ_BITS, SESSION_BITS,
+from fusionfabric.formats.chiplet import (ADDR_BITS, CREDIT_BITS, DL_HEADER, GEN_BITS,
+                                         LENGTHS, NON_POSTED, POSTED, SEQ_BITS,
                                          SLOT_BITS, SLOT_BYTES, SLOTS_PER_TL, TAG_BITS,
                                          TL_BYTES, TL_HEADER, VC,
                                          ChipletParams, LinkState, Opcode, Status,
@@ -227,15 +227,15 @@ class DLHeader:
     credit0: int = 0
     credit1: int = 0
     fresh: int = 0
-    session: int = 0
-    session_seen: int = 0
+    gen: int = 0
+    gen_seen: int = 0
 
     def pack(self) -> int:
         return DL_HEADER.pack(seq=self.seq, data=self.data, n_tl=self.n_tl, vc=self.vc,
                               ack=self.ack, nak=self.nak, init=self.init,
                               init_seen=self.init_seen, credit0=self.credit0,
-                              credit1=self.credit1, fresh=self.fresh, session=self.session,
-                              session_seen=self.session_seen)
+                              credit1=self.credit1, fresh=self.fresh, gen=self.gen,
+                              gen_seen=self.gen_seen)
 
     @classmethod
     def unpack(cls, word: int) -> "DLHeader":
@@ -685,10 +685,10 @@ class DlEscalationModel:
       bring-up flit with ``init_seen``, or a normal flit whose ``ack`` lies in the window, once
       the peer's sizes are known (from any taken bring-up flit, this one included). Until its
       first ACTIVE the DL is fresh and takes only bring-up flits with ``fresh`` and normal
-      flits with an in-window ``ack`` and ``session_seen`` equal to its session, once the
+      flits with an in-window ``ack`` and ``gen_seen`` equal to its generation, once the
       sizes are known; taking a normal flit ends it being fresh, also when a failure or a
       link drop in that cycle keeps it from ACTIVE. DOWN and FAILED take nothing.
-    * *Session.* 0 at reset, plus one (mod 2**SESSION_BITS) on entering FAILED and on
+    * *Generation.* 0 at reset, plus one (mod 2**GEN_BITS) on entering FAILED and on
       leaving INIT or ACTIVE for DOWN.
     * *Acks.* A taken flit's ``ack`` is accepted when it lies between the oldest
       unacknowledged sequence and one past the highest sent (mod 2**SEQ_BITS); a different
@@ -763,7 +763,7 @@ class DlEscalationModel:
         self.failed = 0
         self.count = dict.fromkeys(self.FIELDS[2:], 0)
         self.fresh = True          # not ACTIVE since reset
-        self.session = 0           # drops and failures since reset, mod 2**SESSION_BITS
+        self.gen = 0               # drops and failures since reset, mod 2**GEN_BITS
         self.sizes = False         # the peer's buffer sizes are known
         self.up_seen = False       # link_up high in an earlier cycle
         self.acked = 0             # oldest unacknowledged sequence
@@ -782,10 +782,10 @@ class DlEscalationModel:
             self.count[name] += 1
 
     def step(self, link_up, good=False, *, init=False, init_seen=False, fresh=False, ack=0,
-             nak=False, session_seen=0, new_send=False) -> dict:
+             nak=False, gen_seen=0, new_send=False) -> dict:
         """One cycle. ``link_up``: the PHY is locked; ``good``: a good-CRC flit arrived, with
         header fields ``init``, ``init_seen``, ``fresh``, ``ack``, ``nak``,
-        ``session_seen``; ``new_send``: the transmitter picks a data flit never sent before
+        ``gen_seen``; ``new_send``: the transmitter picks a data flit never sent before
         (its sequence is one past the highest sent). Returns :meth:`outputs` of this
         cycle."""
         S = LinkState
@@ -801,7 +801,7 @@ class DlEscalationModel:
         if good and st in (S.INIT, S.ACTIVE):
             if self.fresh:
                 taken = fresh if init else (in_window and self.sizes
-                                            and session_seen == self.session)
+                                            and gen_seen == self.gen)
             elif init and fresh:
                 raise ValueError("a fresh bring-up flit reached a DL that has been ACTIVE: "
                                  "peer reset or refresh, not covered by this model")
@@ -855,13 +855,13 @@ class DlEscalationModel:
                 self.state = S.DOWN
         elif over or lost:
             self.state, self.failed, self.held = S.FAILED, 1, 0
-            self.session = (self.session + 1) % (1 << SESSION_BITS)
+            self.gen = (self.gen + 1) % (1 << GEN_BITS)
             self.rewinds = self.quiet = self.stall = 0
             self._bump("failures")
             self._bump("fail_replay" if over else "fail_lost")
         elif not link_up:
             if st != S.DOWN:
-                self.session = (self.session + 1) % (1 << SESSION_BITS)
+                self.gen = (self.gen + 1) % (1 << GEN_BITS)
             self.state = S.DOWN
         elif st == S.DOWN:
             self.state = S.INIT

@@ -68,10 +68,10 @@ def test_peer_reset_in_traffic():
 def test_peer_reset_in_first_bring_up_converges():
     """The corner case (docs/protocol.md): B reset for one cycle at cycle 18. A goes ACTIVE
     on a bring-up flit of B's old life; B's new life takes A's fresh bring-up flits and
-    normal flits (ack 0, no credits, session 0) and goes ACTIVE with ``peer_active``; A,
-    without ``peer_active``, refreshes on B's fresh flits with ``init_seen`` = 0 (session
+    normal flits (ack 0, no credits, generation 0) and goes ACTIVE with ``peer_active``; A,
+    without ``peer_active``, refreshes on B's fresh flits with ``init_seen`` = 0 (generation
     1); B takes A's fresh flits for a peer reset (link reset); A ignores B's normal flits
-    (``session_seen`` 0) and comes up with B's new life: one link reset, both ACTIVE again
+    (``gen_seen`` 0) and comes up with B's new life: one link reset, both ACTIVE again
     within the bound, the verdict holds for both sides."""
     result = _run(1, "peer-reset-b-bringup", n=20, reset_side="b", reset_at=18,
                   reset_cycles=1, link_resets=1)

@@ -63,7 +63,7 @@ class _Peer:
         self.was_active = False   # the DUT has been ACTIVE (its flits are not fresh now)
         self.next_flit = 0
         self.feed = True          # TL flits are offered to the DUT in this phase
-        self.session = 0          # the session of the DUT's last trailer on the wire
+        self.gen = 0              # the generation of the DUT's last trailer on the wire
 
     def on_send(self, pick):
         """A new data flit was picked in cycle ``pick`` (seen on the wire now)."""
@@ -73,8 +73,8 @@ class _Peer:
         else a normal flit returning every credit; no NAK."""
         if state != LinkState.ACTIVE:
             return dict(init=1, init_seen=1, fresh=int(not self.was_active), ack=ack,
-                        credit0=CREDITS, credit1=CREDITS, session_seen=self.session)
-        return dict(ack=ack, credit0=self.taken, session_seen=self.session)
+                        credit0=CREDITS, credit1=CREDITS, gen_seen=self.gen)
+        return dict(ack=ack, credit0=self.taken, gen_seen=self.gen)
 
     def _next_phase(self):
         r = self.rng
@@ -100,10 +100,10 @@ class _Peer:
             init = r.random() < 0.85
         else:
             init = r.random() < (0.7 if state == LinkState.INIT else 0.1)
-        # now and then the session of an older trailer (a flit delayed past a drop)
-        session = (self.session - int(r.integers(1, 4)) if r.random() < 0.1 else self.session)
+        # now and then the generation of an older trailer (a flit delayed past a drop)
+        gen = (self.gen - int(r.integers(1, 4)) if r.random() < 0.1 else self.gen)
         h = dict(init=int(init), init_seen=int(r.random() < 0.75), ack=ack,
-                 nak=int(r.random() < nak), session_seen=session % (1 << F.SESSION_BITS))
+                 nak=int(r.random() < nak), gen_seen=gen % (1 << F.GEN_BITS))
         if init:       # while the DUT is fresh, now and then an old-life flit it ignores
             h.update(fresh=int(not self.was_active and r.random() < 0.9), credit0=CREDITS,
                      credit1=CREDITS)
@@ -174,7 +174,7 @@ def _run(seed, cycles, peer_cls=None):
                 first_at = cyc
             elif out["phy_valid"] and first_at is not None and cyc - first_at == slots:
                 h = F.DL_HEADER.unpack(out["phy_hdr"])
-                peer.session = h["session"]
+                peer.gen = h["gen"]
                 if h["data"] and h["seq"] == peer.seen_hi % MOD:
                     peer.seen_hi += 1
                     ins[first_at - PICK_TO_FIRST]["new_send"] = True
@@ -188,7 +188,7 @@ def _run(seed, cycles, peer_cls=None):
             ins.append(dict(link_up=link_up, good=good, init=bool(h.get("init")),
                             init_seen=bool(h.get("init_seen")), fresh=bool(h.get("fresh")),
                             ack=h.get("ack", 0), nak=bool(h.get("nak")),
-                            session_seen=h.get("session_seen", 0), new_send=False))
+                            gen_seen=h.get("gen_seen", 0), new_send=False))
             tl_valid = tl_valid or (peer.feed and out["credit_ok"] and rng.random() < 0.6)
             ctx.set(dut.i_tl.valid, tl_valid)
             if tl_valid and ctx.get(dut.i_tl.ready):
@@ -447,16 +447,16 @@ def test_implicit_rules_match_model():
 
 
 class _Stale(_Peer):
-    """A scripted peer whose normal flits come with a stale ``session_seen`` (flits of its
-    own sent before it heard the DUT's current session: delayed past a failure).
+    """A scripted peer whose normal flits come with a stale ``gen_seen`` (flits of its
+    own sent before it heard the DUT's current generation: delayed past a failure).
 
     0. Fresh bring-up flits without ``init_seen``: the DUT learns the sizes, never goes
-       ACTIVE, and fails by the link-lost timer (its session becomes 1).
+       ACTIVE, and fails by the link-lost timer (its generation becomes 1).
     1. After the retrain (DUT fresh, in INIT): normal flits, in window, with
-       ``session_seen`` 0: ignored, the DUT stays in INIT. Then one bring-up flit with
-       ``init_seen`` and the current session: ACTIVE, still without ``peer_active``.
-    2. Normal flits with ``session_seen`` 0 while TL flits are offered: taken (acks), but no
-       data flit goes out; then normal flits with the current session acking every data
+       ``gen_seen`` 0: ignored, the DUT stays in INIT. Then one bring-up flit with
+       ``init_seen`` and the current generation: ACTIVE, still without ``peer_active``.
+    2. Normal flits with ``gen_seen`` 0 while TL flits are offered: taken (acks), but no
+       data flit goes out; then normal flits with the current generation acking every data
        flit seen: data flows."""
 
     PARAMS = SCRIPTED
@@ -480,22 +480,22 @@ class _Stale(_Peer):
             return link_up, False, None
         if self.retrain is None:                                    # 0
             return link_up, True, dict(init=1, fresh=1, credit0=CREDITS, credit1=CREDITS,
-                                       session_seen=self.session)
+                                       gen_seen=self.gen)
         if self.active is None:                                     # 1
             if cyc < self.retrain + 8 * self.flit:
-                return link_up, True, dict(ack=0, session_seen=0)
+                return link_up, True, dict(ack=0, gen_seen=0)
             return link_up, True, dict(init=1, init_seen=1, fresh=1, credit0=CREDITS,
-                                       credit1=CREDITS, session_seen=self.session)
+                                       credit1=CREDITS, gen_seen=self.gen)
         stale = cyc < self.active + 12 * self.flit                 # 2
         return link_up, True, dict(ack=0 if stale else self.seen_hi % MOD,
                                    credit0=self.taken,
-                                   session_seen=0 if stale else self.session)
+                                   gen_seen=0 if stale else self.gen)
 
 
-def test_stale_session_is_not_taken_for_an_active_peer():
+def test_stale_generation_is_not_taken_for_an_active_peer():
     """:class:`_Stale`, every cycle as the model predicts: a fresh DL ignores normal flits
-    whose ``session_seen`` is not its session, and an ACTIVE DL sends no data flit until a
-    flit without ``fresh`` shows the peer heard its current session (``peer_active``)."""
+    whose ``gen_seen`` is not its generation, and an ACTIVE DL sends no data flit until a
+    flit without ``fresh`` shows the peer heard its current generation (``peer_active``)."""
     p, ins, outs = _check(0, 360, _Stale)
     fails = [c for c in range(1, len(outs)) if outs[c]["failures"] > outs[c - 1]["failures"]]
     at = f"seed 0: failures at {fails}"
@@ -506,12 +506,12 @@ def test_stale_session_is_not_taken_for_an_active_peer():
     active = next(c for c, o in enumerate(outs) if o["state"] == LinkState.ACTIVE)
     assert ins[active - 1]["init"] and ins[active - 1]["init_seen"], at
     current = next(c for c, i in enumerate(ins) if c > active and i["good"]
-                   and not i["init"] and i["session_seen"] == 1)
+                   and not i["init"] and i["gen_seen"] == 1)
     stale_active = [c for c, i in enumerate(ins) if active < c < current and i["good"]]
     assert len(stale_active) >= 10, f"{at}: stale normal flits while ACTIVE {stale_active}"
     sends = [c for c, i in enumerate(ins) if i["new_send"]]
     assert sends and sends[0] > current, f"{at}: data flits picked at {sends[:3]}, " \
-        f"first flit with the current session at {current}"
+        f"first flit with the current generation at {current}"
     assert outs[-1]["state"] == LinkState.ACTIVE, at
 
 

@@ -43,9 +43,9 @@ FAST = [
     # count what it frees: only a harness that reaches a link reset catches it
     ("dl-lives", None, "PASS", None),
     ("dl-lives", "lr-discard", "FAIL", "taken_is_acked_buffered_or_discarded"),
-    # the session compare left out: a refresh of the far side with one of its older
+    # the generation compare left out: a refresh of the far side with one of its older
     # normal flits delayed past it ends in a link reset with nobody reset (about 8 s)
-    ("dl-reset", "no-session", "FAIL", "link_reset_only_after_far_side_reset"),
+    ("dl-reset", "no-gen", "FAIL", "link_reset_only_after_far_side_reset"),
 ]
 SOAK = [
     # which of the properties the solver's counterexample breaks first depends on the

@@ -90,10 +90,10 @@ data in its life commits and delivers nothing of that life; the receiver's expec
 number lies in the sender's window while the epoch belongs to the life; and the sender's
 statements of ``dl-lives``; and a link reset only in a life in which the far side was reset
 (a refresh of the far side with one of its older normal flits delayed past it does not
-make us take it for a peer reset: the flit's ``session_seen`` is not our session).
+make us take it for a peer reset: the flit's ``gen_seen`` is not our generation).
 Planted bugs: ``rx-stale`` (the far side's gate lets a fresh DL commit anything),
 ``lr-discard`` (the walk before a link reset does not count what it frees),
-``no-session`` (our DL TX leaves the session compare out).
+``no-gen`` (our DL TX leaves the generation compare out).
 
 **The sender alone** (``dl-lives``, :class:`SenderLivesHarness`): ``DataLinkTx`` with
 every input free; its window, the link reset (the life after the pulse starts at zero)
@@ -153,13 +153,13 @@ BUGS = {
                "sent again in the new life",
     "rx-stale": "the far side's DL TX lets its receiver commit while fresh whatever comes "
                 "(o_rx_accept 1): the sender's data from before the far side's reset",
-    "no-session": "the sender's DL TX takes every flit as sent after the far side heard "
-                  "its current session (heard 1): a normal flit of the far side from "
-                  "before its refresh takes it for an ACTIVE peer",
+    "no-gen": "the sender's DL TX takes every flit as sent after the far side heard "
+              "its current generation (heard 1): a normal flit of the far side from "
+              "before its refresh takes it for an ACTIVE peer",
 }
 #: The planted bugs of each harness: ``dl-pair``, ``dl-reset``, ``dl-lives``.
 PLANTED = {k: BUGS[k] for k in ("window", "rx-dup")}
-RESET_PLANTED = {k: BUGS[k] for k in ("rx-stale", "lr-discard", "no-session")}
+RESET_PLANTED = {k: BUGS[k] for k in ("rx-stale", "lr-discard", "no-gen")}
 SENDER_PLANTED = {k: BUGS[k] for k in ("window", "lr-discard", "lr-fill")}
 
 
@@ -226,8 +226,8 @@ def _sender(planted, p, platform):
         # the link reset leaves the fill pointer: the old life's entries stay "filled"
         with txm.If(link_reset):
             txm.d.sync += fill_ptr.eq(fill_ptr)
-    if planted == "no-session":
-        # the session compare left out (the last assignment wins)
+    if planted == "no-gen":
+        # the generation compare left out (the last assignment wins)
         txm.d.comb += ts["heard"].eq(1)
     return tx, txm, ts, tx_crc, walk
 

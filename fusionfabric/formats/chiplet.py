@@ -21,7 +21,7 @@ from .switch import CHUNK_BITS, DEST_BITS, SRC_BITS
 
 __all__ = [
     "SLOT_BITS", "SLOT_BYTES", "SLOTS_PER_TL", "TL_BYTES", "SEQ_BITS", "CREDIT_BITS",
-    "SESSION_BITS", "TAG_BITS", "ADDR_BITS", "MAX_TL_PER_DL", "SRC_BITS", "Opcode", "Status",
+    "GEN_BITS", "TAG_BITS", "ADDR_BITS", "MAX_TL_PER_DL", "SRC_BITS", "Opcode", "Status",
     "VC",
     "LENGTHS", "TL_HEADER", "PORT_BEAT", "DL_HEADER", "DL_TRAILER", "PHY_WORD", "TL_FLIT",
     "STATUS", "LinkState", "POSTED", "NON_POSTED", "dl_flit_slots", "check_tl_per_dl", "MAX_START_EVERY", "check_phy_params",
@@ -36,9 +36,9 @@ TL_BYTES = 64
 SEQ_BITS = 10
 #: Width of the cumulative credit counters returned per VC (mod 2**CREDIT_BITS).
 CREDIT_BITS = 12
-#: Width of a DL's session number (drops, failures and refreshes since its reset, mod
-#: 2**SESSION_BITS; docs/protocol.md, "Peer reset and link reset").
-SESSION_BITS = 4
+#: Width of a DL's generation number (drops, failures and refreshes since its reset, mod
+#: 2**GEN_BITS; docs/protocol.md, "Peer reset and link reset").
+GEN_BITS = 4
 TAG_BITS = 8
 ADDR_BITS = 57
 #: Largest ``tl_per_dl`` (the DL header holds one VC bit per TL flit).
@@ -111,9 +111,9 @@ DL_HEADER = Fields([
     ("credit0", CREDIT_BITS),  # cumulative TL flits freed on VC 0 (init: VC 0 buffer size)
     ("credit1", CREDIT_BITS),  # same for VC 1
     ("fresh", 1),             # bring-up flit of a DL not ACTIVE since its reset or link reset
-    ("session", SESSION_BITS),       # sender's drops, failures and refreshes since reset
-    ("session_seen", SESSION_BITS),  # ``session`` of the last flit it took from this side
-    ("rsvd", 9 - 2 * SESSION_BITS),
+    ("gen", GEN_BITS),        # sender's drops, failures and refreshes since reset
+    ("gen_seen", GEN_BITS),   # ``gen`` of the last flit it took from this side
+    ("rsvd", 9 - 2 * GEN_BITS),
 ])
 assert DL_HEADER.width == 96
 

@@ -8,8 +8,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from fusionfabric.rtl.crc import Crc
-from fusionfabric.formats.chiplet import (CREDIT_BITS, DL_HEADER, SEQ_BITS, SESSION_BITS,
-                                         SLOT_BITS)
+from fusionfabric.formats.chiplet import CREDIT_BITS, DL_HEADER, GEN_BITS, SEQ_BITS, SLOT_BITS
 from .common import (LINK_ACTIVE, LINK_DOWN, LINK_FAILED, LINK_INIT, as_params, phy_layout, sat_inc,
                      seq_dist, tl_layout, tl_slots_layout, trailer_layout)
 
@@ -63,14 +62,14 @@ class DataLinkTx(wiring.Component):
     only reset and a link reset clear them).
 
     **Peer reset** (docs/protocol.md, "Peer reset and link reset"). Every flit carries the
-    DL's ``session`` (its drops, failures and refreshes since reset, mod 16) and
-    ``session_seen`` (the session of the last flit it took from the peer). Bring-up flits
+    DL's ``gen`` (its drops, failures and refreshes since reset, mod 16) and
+    ``gen_seen`` (the generation of the last flit it took from the peer). Bring-up flits
     carry ``fresh`` until the DL first reaches ACTIVE after its reset, a link reset or a
     refresh (below), or sets ``peer_active``. A fresh DL takes only fresh bring-up flits
     and normal flits whose ack and credit returns fit its empty window and whose
-    ``session_seen`` is its session (``o_rx_accept`` tells the receiver whether a data
+    ``gen_seen`` is its generation (``o_rx_accept`` tells the receiver whether a data
     flit may be committed). Data flits go out only after a good flit without ``fresh``
-    and with ``session_seen`` equal to the DL's session came from the peer since the last
+    and with ``gen_seen`` equal to the DL's generation came from the peer since the last
     reset or link reset (``peer_active``). A DL that is not fresh and gets a good fresh
     bring-up flit: with ``peer_active``, goes FAILED
     (``o_fail_peer``); without it and with the flit's ``init_seen`` = 0, becomes fresh
@@ -281,12 +280,12 @@ class DataLinkTx(wiring.Component):
         hdr = Signal(DL_HEADER.layout())
         seen = Signal()
         fresh = Signal(init=1)        # not ACTIVE since reset, the last link reset or refresh
-        # ``session``: drops, failures and refreshes since reset (mod 2**SESSION_BITS), sent
-        # in every flit; ``session_seen``: the session of the last flit taken from the
-        # peer, sent back. A peer flit whose ``session_seen`` is our session was sent after
+        # ``gen``: drops, failures and refreshes since reset (mod 2**GEN_BITS), sent
+        # in every flit; ``gen_seen``: the generation of the last flit taken from the
+        # peer, sent back. A peer flit whose ``gen_seen`` is our generation was sent after
         # the peer took a flit of ours sent since our last drop, failure or refresh.
-        session = Signal(SESSION_BITS)
-        session_seen = Signal(SESSION_BITS)
+        gen = Signal(GEN_BITS)
+        gen_seen = Signal(GEN_BITS)
         # a flit finished after entering FAILED, or after the link went DOWN, goes out as a
         # bring-up flit without init_seen (``seen`` is cleared there), so a peer never
         # takes it for an active link (nor for one past its first bring-up while fresh)
@@ -298,7 +297,7 @@ class DataLinkTx(wiring.Component):
             hdr.credit0.eq(Mux(is_init, p.rx_credits, self.i_freed0)),
             hdr.credit1.eq(Mux(is_init, p.rx_credits, self.i_freed1)),
             hdr.fresh.eq(fresh & is_init),
-            hdr.session.eq(session), hdr.session_seen.eq(session_seen),
+            hdr.gen.eq(gen), hdr.gen_seen.eq(gen_seen),
         ]
 
         # stage B registers
@@ -391,11 +390,11 @@ class DataLinkTx(wiring.Component):
                      refresh.eq(fresh_in & ~peer_active & ~rh.init_seen)]
         # A fresh DL takes only what the peer sent in the same life: fresh bring-up flits,
         # and normal flits whose ack and credit returns fit its empty window, sent after
-        # the peer heard this session of ours (``heard``: the peer is ACTIVE after hearing
+        # the peer heard this generation of ours (``heard``: the peer is ACTIVE after hearing
         # us, not a normal flit of its own from before its refresh, delayed in the
         # channel). Anything else is ignored whole.
         heard = Signal()
-        m.d.comb += heard.eq(rh.session_seen == session)
+        m.d.comb += heard.eq(rh.gen_seen == gen)
         accept_normal = ~rh.init & ack_ok & cred_ok & limit_known & heard
         accept = ~fresh | Mux(rh.init, rh.fresh, accept_normal)
         good = Signal()
@@ -530,7 +529,7 @@ class DataLinkTx(wiring.Component):
                 m.d.sync += hold.eq(hold + 1)
         with m.Elif(fail):
             m.d.sync += [state.eq(LINK_FAILED), seen.eq(0), failed.eq(1), hold.eq(0),
-                         session.eq(session + 1)]
+                         gen.eq(gen + 1)]
             sat_inc(m, failures, 1)
             sat_inc(m, fail_replay, no_progress)
             sat_inc(m, fail_lost, lost_fire & ~no_progress)
@@ -540,12 +539,12 @@ class DataLinkTx(wiring.Component):
         with m.Elif(~self.i_link_up):
             m.d.sync += [state.eq(LINK_DOWN), seen.eq(0)]
             with m.If(state != LINK_DOWN):
-                m.d.sync += session.eq(session + 1)
+                m.d.sync += gen.eq(gen + 1)
         with m.Elif(state == LINK_DOWN):
             m.d.sync += [state.eq(LINK_INIT), seen.eq(0)]
         with m.Elif(refresh):
             m.d.sync += [state.eq(LINK_INIT), seen.eq(1), fresh.eq(1),
-                         session.eq(session + 1)]
+                         gen.eq(gen + 1)]
         with m.Elif(good):
             m.d.sync += seen.eq(1)
             # ACTIVE on a normal flit only if its ack lies in our window: a DL that lost
@@ -555,9 +554,9 @@ class DataLinkTx(wiring.Component):
                 m.d.sync += [state.eq(LINK_ACTIVE), failed.eq(0), fresh.eq(0),
                              send_ptr.eq(Mux(ack_ok, rh.ack, ack_ptr))]
         with m.If(good):
-            m.d.sync += session_seen.eq(rh.session)
+            m.d.sync += gen_seen.eq(rh.gen)
         # the peer is ACTIVE in a life we share: a flit without ``fresh`` that it sent
-        # after hearing this session of ours. Our state is then the shared life's, not
+        # after hearing this generation of ours. Our state is then the shared life's, not
         # zero, so we are not fresh any more (a fresh DL takes such a flit only as it goes
         # ACTIVE, unless a failure or a link drop wins in that cycle)
         with m.If(good & ~rh.fresh & heard):
