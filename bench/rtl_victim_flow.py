@@ -11,15 +11,23 @@ cycle in the congested run over the same in the control run (no congestion flow,
 seed) is the fraction of its own rate it keeps; the product target is 0.95. Both RTL runs
 are cocotb ``test_flows`` on Icarus (every request and completion checked).
 
+The pair of RTL runs is made twice: with the fabric's defaults (one source queue: the
+accelerator sends its messages in the order drawn, 16-flit VOQs) and with per-destination
+admission (``dest_credits`` and ``depth``, default 128 and 128; docs/fabric.md, "Admission
+per destination": each flow has its own message stream and the next message comes from a
+flow whose destination has credit, drawn by weight). ``--dest-credits 0`` runs only the
+first pair.
+
 The model run: ``fusionfabric.sim.fabric`` with ports of 2, 2, 1 lanes (full = 2), 1-flit
 packets, input 0 offering 5/7 and 2/7 of its line rate to outputs 1 and 2, input 1
 offering its full rate to output 2 in the congested run, admission ``fifo`` (one source
-queue per input, as the RTL's chiplet) and ``voq`` (per destination; model only).
+queue per input, as the RTL's chiplet) and ``voq`` (per destination, credits per VOQ
+pop; the RTL's admission returns them with the completion).
 
 ``--victim``/``--aggressor`` set the split of endpoint 0's messages (default 5 : 2).
 
     python bench/rtl_victim_flow.py [--cycles 3000] [--warm 1000] [--seed 1]
-        [--victim 5] [--aggressor 2]
+        [--victim 5] [--aggressor 2] [--depth 128] [--dest-credits 128]
 """
 
 from __future__ import annotations
@@ -66,10 +74,23 @@ def main(argv=None):
     ap.add_argument("--aggressor", type=float, default=AGGRESSOR[2],
                     help="weight of the aggressor flow among endpoint 0's messages")
     ap.add_argument("--model-cycles", type=int, default=20000)
+    ap.add_argument("--depth", type=int, default=128,
+                    help="switch flits per VOQ of the admission runs (power of two)")
+    ap.add_argument("--dest-credits", type=int, default=128,
+                    help="fabric dest_credits of the admission runs (17..depth; 0: only "
+                    "the runs with one source queue)")
     a = ap.parse_args(argv)
     if not 0 <= a.warm < a.cycles:
         print(f"rtl_victim_flow: error: --warm {a.warm} must be in 0..{a.cycles - 1}",
               file=sys.stderr)
+        return 2
+    if a.depth < 1 or a.depth & (a.depth - 1):
+        print(f"rtl_victim_flow: error: --depth {a.depth} must be a power of two",
+              file=sys.stderr)
+        return 2
+    if a.dest_credits and not 17 <= a.dest_credits <= a.depth:
+        print(f"rtl_victim_flow: error: --dest-credits {a.dest_credits} must be 0 or in "
+              f"17..{a.depth} (--depth)", file=sys.stderr)
         return 2
     for name in ("victim", "aggressor"):
         if not getattr(a, name) > 0:
@@ -80,22 +101,30 @@ def main(argv=None):
           f"{VICTIM[1]}, aggressor {AGGRESSOR[0]}->{AGGRESSOR[1]} ({a.victim:g}:"
           f"{a.aggressor:g} of endpoint 0's messages), congestion {CONGESTION[0]}->"
           f"{CONGESTION[1]}; seed {a.seed}, window {a.warm}..{a.cycles} cycles, Icarus")
-    recs = {}
-    for congested in (False, True):
-        t = time.time()
-        name = "rtl-victim-" + ("congested" if congested else "control")
-        recs[congested] = run_flows(victim_flows(congested, a.victim, a.aggressor),
-                                    a.cycles, a.warm, seed=a.seed, name=name)
-        print(f"  {name}: {time.time() - t:.0f} s wall")
-    r = victim_fraction(recs[False], recs[True])
-    print(f"RTL   control (no congestion): victim {r['victim_control']:.3f} B/cycle, "
-          f"aggressor {r['aggressor_control']:.3f}, slow output {r['slow_out_control']:.3f} "
-          "flits/cycle")
-    print(f"RTL   congested slow output:   victim {r['victim_congested']:.3f} B/cycle, "
-          f"aggressor {r['aggressor_congested']:.3f}, slow output "
-          f"{r['slow_out_congested']:.3f} flits/cycle")
-    print(f"RTL   victim keeps {r['fraction']:.3f} of its own rate (target 0.95); "
-          "reference: the control run above, same seed")
+    configs = [("one source queue", "rtl-victim", {})]
+    if a.dest_credits:
+        configs.append((f"admission {a.dest_credits} flits/destination, VOQ {a.depth}",
+                        f"rtl-victim-adm{a.dest_credits}-d{a.depth}",
+                        {"depth": a.depth, "dest_credits": a.dest_credits}))
+    for label, stem, params in configs:
+        recs = {}
+        for congested in (False, True):
+            t = time.time()
+            name = f"{stem}-" + ("congested" if congested else "control")
+            recs[congested] = run_flows(victim_flows(congested, a.victim, a.aggressor),
+                                        a.cycles, a.warm, seed=a.seed, name=name,
+                                        params=params)
+            print(f"  {name}: {time.time() - t:.0f} s wall")
+        r = victim_fraction(recs[False], recs[True])
+        print(f"RTL {label}:")
+        print(f"  control (no congestion): victim {r['victim_control']:.3f} B/cycle, "
+              f"aggressor {r['aggressor_control']:.3f}, slow output "
+              f"{r['slow_out_control']:.3f} flits/cycle")
+        print(f"  congested slow output:   victim {r['victim_congested']:.3f} B/cycle, "
+              f"aggressor {r['aggressor_congested']:.3f}, slow output "
+              f"{r['slow_out_congested']:.3f} flits/cycle")
+        print(f"  victim keeps {r['fraction']:.3f} of its own rate (target 0.95); "
+              "reference: the control run above, same seed and configuration")
     for adm in ("fifo", "voq"):
         args = (a.model_cycles, a.model_cycles // 4, a.seed)
         c0 = model_run(*args, False, adm, a.victim, a.aggressor)

@@ -93,10 +93,15 @@ def test_one_lane_link_carries_half_the_rate_icarus():
     (["n_lanes=1", "lane_profile=rs544", "n_endpoints=2"], "n_lanes=1"),
     (["n_lanes=3"], "n_lanes=3"),
     (["n_lanes=0"], "n_lanes=0"),
+    # dest_credits below one 256-byte message (17 flits) or above the VOQ depth (16)
+    (["n_endpoints=2", "dest_credits=16"], "dest_credits=16"),
+    (["n_endpoints=2", "dest_credits=32"], "dest_credits=32"),
+    (["n_endpoints=2", "dest_credits=-1"], "dest_credits=-1"),
 ])
 def test_generate_refuses_bad_lanes(sets, needle, capsys, tmp_path):
     """``fusionfabric generate fabric --set ...`` with a lane count the fabric does not
-    build: exit 2 and one line naming the value, before any Verilog is written."""
+    build, or admission credits it refuses: exit 2 and one line naming the value, before
+    any Verilog is written."""
     from fusionfabric.cli import main
     out = tmp_path / "f.v"
     argv = ["generate", "fabric", "-o", str(out)]
@@ -106,6 +111,26 @@ def test_generate_refuses_bad_lanes(sets, needle, capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
     assert not out.exists()
+
+
+def test_admission_sits_between_accelerator_and_chiplet():
+    """With ``dest_credits`` each endpoint has a ``DestAdmission`` of the fabric's endpoint
+    count and credits, and the fabric an ``o_dest_ready`` per endpoint; without, neither."""
+    from amaranth import Fragment
+    from fusionfabric.rtl.fabric.admission import DestAdmission
+    from fusionfabric.rtl.fabric.fabric import Fabric
+    for credits in (0, 32):
+        fab = Fabric(endpoints="gpu:2x1,accelerator:1x1", depth=32, dest_credits=credits)
+        frag = Fragment.get(fab, None)
+        units = [sub for sub, _name, _loc in frag.subfragments
+                 if isinstance(getattr(sub, "origins", None), tuple)
+                 and any(isinstance(o, DestAdmission) for o in sub.origins)]
+        assert len(units) == (2 if credits else 0), credits
+        assert hasattr(fab, "o_dest_ready") == bool(credits)
+        if credits:
+            assert len(fab.o_dest_ready) == 2 and len(fab.o_dest_ready[0]) == 2
+            adm = next(o for o in units[0].origins if isinstance(o, DestAdmission))
+            assert (adm.n_dests, adm.credits) == (2, 32)
 
 
 def test_victim_fraction_picks_the_flows():
@@ -147,6 +172,32 @@ def test_rtl_victim_flow_machinery_icarus():
 
 @pytest.mark.cocotb
 @pytest.mark.soak
+def test_rtl_victim_flow_with_admission_icarus():
+    """The aggressor above its share of the slow output (half of endpoint 0's messages):
+    with per-destination admission (``dest_credits`` = ``depth`` = 128) the victim keeps at
+    least 0.95 of its rate in the control run, and that control rate is at least 0.9 of
+    the control rate with one source queue (the fabric's defaults, no admission); the
+    aggressor and the congestion flow still move (no flow starves)."""
+    from fusionfabric.tb.fabric.flows import VICTIM, victim_flows, victim_fraction
+    adm = {"depth": 128, "dest_credits": 128}
+    base = run_flows(victim_flows(False, 1, 1), cycles=2400, warm=800, seed=5,
+                     name="victim-fifo-ctl-11")
+    ctl = run_flows(victim_flows(False, 1, 1), cycles=2400, warm=800, seed=5,
+                    name="victim-adm-ctl-11", params=adm)
+    con = run_flows(victim_flows(True, 1, 1), cycles=2400, warm=800, seed=5,
+                    name="victim-adm-con-11", params=adm)
+    r = victim_fraction(ctl, con)
+    assert r["fraction"] >= 0.95, r
+    v_base = next(f["bytes_per_cycle"] for f in base["flows"]
+                  if (f["src"], f["dest"]) == VICTIM[:2])
+    assert r["victim_control"] >= 0.9 * v_base, (r, v_base)
+    assert r["aggressor_congested"] > 0 and all(f["bytes_per_cycle"] > 0
+                                                for f in con["flows"]), con["flows"]
+    assert con["replays"] == 0
+
+
+@pytest.mark.cocotb
+@pytest.mark.soak
 def test_mixed_lanes_workload_with_faults_icarus(tmp_path):
     """The in-network bf16 all-reduce (``test_workload`` ``allreduce-switch``) on the mixed
     fabric at BER 1e-5 on every lane and a one-bit slip on the 1-lane endpoint's up lane:
@@ -175,6 +226,20 @@ def get_block_params():
     return get_block("fabric").resolve({"n_endpoints": 3, "endpoints": MIXED})
 
 
+def _bench_exit_2(script, argv, needle):
+    """``bench/<script> argv``: one line naming the bad value, exit 2, before any build."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / script
+    proc = subprocess.run([sys.executable, str(bench), *argv], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["--credits", "16,0"], "--credits '16,0'"),
     (["--credits", "many"], "--credits 'many'"),
@@ -182,14 +247,15 @@ def get_block_params():
     (["--warm", "1600"], "--warm 1600"),
 ])
 def test_rtl_flow_credits_bad_arguments_exit_2(argv, needle):
-    """bench/rtl_flow_credits.py: one line naming the bad value, exit 2, before any build."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    """bench/rtl_flow_credits.py refuses a bad argument (:func:`_bench_exit_2`)."""
+    _bench_exit_2("rtl_flow_credits.py", argv, needle)
 
-    bench = Path(__file__).resolve().parents[1] / "bench" / "rtl_flow_credits.py"
-    proc = subprocess.run([sys.executable, str(bench), *argv], capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    lines = [l for l in proc.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--dest-credits", "8"], "--dest-credits 8"),
+    (["--dest-credits", "256"], "--dest-credits 256"),
+    (["--depth", "100"], "--depth 100"),
+])
+def test_rtl_victim_flow_bad_arguments_exit_2(argv, needle):
+    """bench/rtl_victim_flow.py refuses a bad argument (:func:`_bench_exit_2`)."""
+    _bench_exit_2("rtl_victim_flow.py", argv, needle)

@@ -44,5 +44,8 @@ BLOCKS = [
               Param("n_chunks", int, 16, "open-chunk slots per reduction unit"),
               Param("result_timeout", int, 8, "cycles a partial RESULT message waits"),
               Param("fault_seed", int, 1, "seed of the lane error generators"),
+              Param("dest_credits", int, 0, "per-destination admission at each "
+                    "accelerator port: switch flits per destination in flight (17..depth, "
+                    "at most a VOQ), returned by completions; 0: none"),
           ], ci_params={"n_endpoints": 2}),
 ]

@@ -23,6 +23,7 @@ from fusionfabric.formats.fec_pcs import check_params as fec_check
 from fusionfabric.formats.memory import MEM_STATUS
 from fusionfabric.formats.pcs import check_params as pcs_check
 
+from .admission import MAX_MSG_FLITS, DestAdmission
 from .bridge import EgressBridge, IngressBridge
 from .fault import LaneFault
 from .memory import MemTarget
@@ -166,6 +167,12 @@ class Fabric(wiring.Component):
         Cycles a partial RESULT message waits for more results (``ResultPacker``).
     fault_seed : int
         Seed of the lane error generators (each lane gets its own stream).
+    dest_credits : int
+        Per-destination admission (docs/fabric.md, "Admission per destination"): 0 (the
+        default) for none, the Verilog unchanged; otherwise switch flits per destination,
+        17..``depth``: a :class:`~.admission.DestAdmission` between each accelerator's
+        ``i_req``/``o_rsp`` and its chiplet holds a request whose destination has that many
+        flits without a completion, so no VOQ at the switch fills and holds up a link.
     cpu_endpoints : tuple of int
         Constructor option (not a block parameter): the endpoints of kind ``cpu``
         (``fusionfabric.endpoints``), each with a :class:`~.memory.MemTarget` of
@@ -207,6 +214,10 @@ class Fabric(wiring.Component):
         The switch's counters (docs/switch.md).
     o_bridge_drops : Out(16).array(n_endpoints)
         Flits of unexpected kind dropped by egress bridge ``e``.
+    o_dest_ready : Out(n_endpoints).array(n_endpoints)
+        Only with ``dest_credits``: bit ``d`` of entry ``e`` is high when accelerator ``e``
+        may send a message of any size to ``d`` without waiting
+        (:class:`~.admission.DestAdmission`'s ``o_dest_ready``).
     o_mem_status : Out(MEM_STATUS).array(len(cpu_endpoints))
         Only with cpu endpoints: the counters of the target of ``cpu_endpoints[k]``. A
         cpu endpoint's chiplet delivers its requests to the target and takes its
@@ -235,7 +246,8 @@ class Fabric(wiring.Component):
                  n_chunks: int = 16, result_timeout: int = 8, fault_seed: int = 1,
                  replay_limit: int = 16, link_timeout: int = 0, retrain_holdoff: int = 0,
                  cpl_timeout: int = 65536, lane_profile: str = "64b66b",
-                 fec_symbols: int = 8, fec_am_period: int = 8, *, cpu_endpoints=(),
+                 fec_symbols: int = 8, fec_am_period: int = 8, dest_credits: int = 0, *,
+                 cpu_endpoints=(),
                  mem_bytes: int = 4096, endpoints: str = "", endpoint_lanes=()):
         from fusionfabric.formats.memory import check_mem_bytes
         check_mem_bytes(mem_bytes)          # checked with or without a cpu endpoint
@@ -328,6 +340,12 @@ class Fabric(wiring.Component):
         self.fault_seed = fault_seed
         n = n_endpoints
         # built here so that bad parameters fail before elaboration
+        if not isinstance(dest_credits, int) or not (
+                dest_credits == 0 or MAX_MSG_FLITS <= dest_credits <= depth):
+            raise ValueError(f"dest_credits={dest_credits!r} must be 0 (no admission) or "
+                             f"an integer in {MAX_MSG_FLITS}..depth={depth} (switch flits "
+                             f"per destination, at most a VOQ)")
+        self.dest_credits = dest_credits
         self.switch = Switch(n_ports=n, data_width=SLOT_BITS, depth=depth,
                              iterations=iterations or None, out_depth=out_depth,
                              n_groups=n_groups, reduce=True, n_chunks=n_chunks)
@@ -348,6 +366,7 @@ class Fabric(wiring.Component):
         mem = {"o_mem_status": Out(MEM_STATUS.layout()).array(len(cpus))} if cpus else {}
         beat = stream.Signature(port_layout())
         fec = {"o_fec": Out(fec_status_layout()).array(n)} if lane_profile == "rs544" else {}
+        adm = {"o_dest_ready": Out(n).array(n)} if dest_credits else {}
         super().__init__({
             "i_req": In(beat).array(n),
             "i_rsp": In(beat).array(n),
@@ -365,6 +384,7 @@ class Fabric(wiring.Component):
             "o_bridge_drops": Out(16).array(n),
             **fec,
             **mem,
+            **adm,
         })
 
     def _flat_io(self, e, sw):
@@ -386,7 +406,8 @@ class Fabric(wiring.Component):
                         if e in self.mem_targets else None),
             stats=[self.o_stats[e].eq(sw.o_stats[e]),
                    self.o_unit_stats[e].eq(sw.o_unit_stats[e])],
-            bridge_drops=self.o_bridge_drops[e])
+            bridge_drops=self.o_bridge_drops[e],
+            dest_ready=self.o_dest_ready[e] if self.dest_credits else None)
 
     def _direction(self, m, name, src, dst, e, d, io):
         """src chiplet → PCS → lanes (faults) → PCS → dst chiplet; returns the PcsRx."""
@@ -455,7 +476,18 @@ class Fabric(wiring.Component):
                      ep.i_link_up.eq(down.o_link_up), sc.i_link_up.eq(up.o_link_up),
                      io.ep_status.eq(ep.o_status),
                      io.sw_status.eq(sc.o_status)]
-        connect(m, io.i_req, ep.i_req)
+        ep_rsp = ep.o_rsp
+        if self.dest_credits:
+            # per-destination admission between the accelerator and its chiplet
+            adm = DestAdmission(self.n_endpoints, self.dest_credits)
+            m.submodules[f"admit{tag}"] = adm
+            connect(m, io.i_req, adm.i_req)
+            connect(m, adm.o_req, ep.i_req)
+            connect(m, ep.o_rsp, adm.i_rsp)
+            ep_rsp = adm.o_rsp
+            m.d.comb += io.dest_ready.eq(adm.o_dest_ready)
+        else:
+            connect(m, io.i_req, ep.i_req)
         if io.mem is not None:
             # a cpu endpoint: the memory target serves the requests that reach it
             mt = io.mem
@@ -467,7 +499,7 @@ class Fabric(wiring.Component):
         else:
             connect(m, io.i_rsp, ep.i_rsp)
             connect(m, ep.o_req, io.o_req)
-        connect(m, ep.o_rsp, io.o_rsp)
+        connect(m, ep_rsp, io.o_rsp)
         ing = IngressBridge()
         egr = EgressBridge(self.n_endpoints, self.result_timeout)
         m.submodules[f"ingress{tag}"] = ing

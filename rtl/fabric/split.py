@@ -92,6 +92,8 @@ class EndpointLink(wiring.Component):
             sig["o_fec"] = Out(fec_status_layout())
         if self.cpu:
             sig["o_mem_status"] = Out(MEM_STATUS.layout())
+        if fab.dest_credits:
+            sig["o_dest_ready"] = Out(fab.n_endpoints)
         super().__init__(sig)
 
     def elaborate(self, platform):
@@ -115,7 +117,8 @@ class EndpointLink(wiring.Component):
             fec=self.o_fec if fab.lane_profile == "rs544" else None,
             mem=MemTarget(fab.mem_bytes) if self.cpu else None,
             mem_status=self.o_mem_status if self.cpu else None,
-            stats=[], bridge_drops=self.o_bridge_drops)
+            stats=[], bridge_drops=self.o_bridge_drops,
+            dest_ready=self.o_dest_ready if fab.dest_credits else None)
         fab._endpoint(m, self.endpoint, io, tag="")
         return m
 
@@ -164,7 +167,8 @@ class SplitTop(wiring.Component):
                 def value_of(path, member, e=e, base=base, seeds=seeds):
                     head, rest = path[0], path[1:]
                     if head in ("i_req", "i_rsp", "o_req", "o_rsp", "o_ep_status",
-                                "o_sw_status", "o_link", "o_bridge_drops", "o_fec"):
+                                "o_sw_status", "o_link", "o_bridge_drops", "o_fec",
+                                "o_dest_ready"):
                         return mine[(head, e, *rest)]
                     if head == "o_mem_status":
                         return mine[(head, cpus.index(e), *rest)]

@@ -53,6 +53,7 @@ built with memory targets, the
 from __future__ import annotations
 
 import cocotb
+import numpy as np
 from cocotb.triggers import ClockCycles, FallingEdge
 
 from fusionfabric.sim import chiplet as C
@@ -408,6 +409,8 @@ async def test_flows(dut):
     for ep in tb.eps:
         ep.on_message = on_message
 
+    admission = int(tb.params.get("dest_credits", 0)) > 0
+
     async def source(src, mine):
         rng = tb.rng_for(200 + src)
         p = [w for _, w in mine]
@@ -416,6 +419,29 @@ async def test_flows(dut):
             dest = mine[int(rng.choice(len(mine), p=p))][0]
             await tb.eps[src].send(C.random_message(rng, [Opcode.WRITE], dest=dest))
 
+    async def admitted_source(src, mine):
+        # per-destination queues: each flow has its own message stream; once the previous
+        # message's first beat is taken, the next message comes from a flow whose
+        # destination has credit (o_dest_ready), drawn by weight among those
+        ep = tb.eps[src]
+        pick = tb.rng_for(200 + src)
+        streams = [tb.rng_for(300 + 16 * src + i) for i in range(len(mine))]
+        ready_sig = getattr(tb.dut, f"o_dest_ready__{src}")
+        started = -1                 # beats queued before the last message's first beat
+        while tb.cycle() < t0 + cycles:
+            await FallingEdge(tb.clk)
+            if ep.req_src.sent <= started:
+                continue
+            ready = to_int(ready_sig.value)
+            ok = [i for i, (d, _) in enumerate(mine) if ready >> d & 1]
+            if not ok:
+                continue
+            w = np.array([mine[i][1] for i in ok], float)
+            i = ok[int(pick.choice(len(ok), p=w / w.sum()))]
+            src_q = ep.req_src
+            started = src_q.sent + len(src_q.queue) + (src_q._current is not None)
+            await ep.send(C.random_message(streams[i], [Opcode.WRITE], dest=mine[i][0]))
+
     async def snapshot_at(t):
         while tb.cycle() < t:
             await FallingEdge(tb.clk)
@@ -423,7 +449,8 @@ async def test_flows(dut):
         return [tb.switch_stats(e) for e in range(tb.n)]
 
     srcs = sorted({f[0] for f in flows})
-    tasks = [cocotb.start_soon(source(s_, [(d, w) for s0, d, w in flows if s0 == s_]))
+    run = admitted_source if admission else source
+    tasks = [cocotb.start_soon(run(s_, [(d, w) for s0, d, w in flows if s0 == s_]))
              for s_ in srcs]
     first = await snapshot_at(t0 + warm)
     last = await snapshot_at(t0 + cycles)
