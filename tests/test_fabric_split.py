@@ -45,14 +45,17 @@ def test_link_variants_group_by_lanes_and_kind():
 
 
 def test_split_verilog_structure_and_lint(tmp_path, capsys):
-    """``generate fabric --split`` of two 1-lane accelerators: one link module instanced
-    twice with their constants, one reduction unit module instanced by the switch twice, the top's ports those of the flat fabric, the port map
-    the flat fabric's, and no lint finding."""
+    """``generate fabric --split`` of two 1-lane accelerators with per-destination
+    admission (the link module then holds a ``DestAdmission`` too, and the top maps its
+    ``o_dest_ready``): one link module instanced twice with their constants, one reduction
+    unit module instanced by the switch twice, the top's ports those of the flat fabric,
+    the port map the flat fabric's, and no lint finding."""
     from fusionfabric.cli import main
     from fusionfabric.lint import lint_verilog, top_ports
     out = tmp_path / "fab.v"
     assert main(["generate", "fabric", "--split", "--set", "endpoints=accelerator:1x2",
-                 "--set", "fault_seed=7", "--name", "fab", "-o", str(out)]) == 0
+                 "--set", "fault_seed=7", "--set", "depth=32", "--set", "dest_credits=20",
+                 "--name", "fab", "-o", str(out)]) == 0
     err = capsys.readouterr().err
     names = re.findall(r"^converting (\S+)$", err, flags=re.M)
     text = out.read_text()
@@ -63,7 +66,8 @@ def test_split_verilog_structure_and_lint(tmp_path, capsys):
         assert mods.count(name) == 1, (name, mods)
     # every other module is a submodule of one of these, named under it
     assert all(m in names or m.split(".")[0].lstrip("\\") in names for m in mods), mods
-    flat = port_map(Fabric(endpoints="accelerator:1x2"), "fab")
+    flat = port_map(Fabric(endpoints="accelerator:1x2", depth=32, dest_credits=20), "fab")
+    assert {"o_dest_ready__0", "o_dest_ready__1"} <= {p["name"] for p in flat["ports"]}
     assert top_ports(text, "fab") == {p["name"] for p in flat["ports"]}
     assert json.loads(out.with_suffix(".ports.json").read_text())["ports"] == flat["ports"]
     links = _instances(text, "fab", "fab_link_acc1")
@@ -78,6 +82,7 @@ def test_split_verilog_structure_and_lint(tmp_path, capsys):
             assert ports[f"i_seed_x__{j}"] == f"32'd{x}", ports
             assert ports[f"i_seed_y__{j}"] == f"32'd{y}", ports
         assert ports["o_flips__0"].startswith("o_flips__"), ports
+        assert ports["o_dest_ready"] == f"o_dest_ready__{e}", ports
     assert len(_instances(text, "fab", "fab_switch")) == 1
     # the switch's reduction units: one module, one instance per port
     assert sorted(_instances(text, "fab_switch", "fab_reduce_unit")) == ["unit0", "unit1"]
