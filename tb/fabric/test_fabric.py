@@ -386,7 +386,10 @@ async def test_flows(dut):
     starts: each flow's delivered payload bytes per cycle (at the destination's ``o_req``)
     and each switch port's ``flits_in``/``flits_out`` per cycle. The results file has
     ``flows`` (``src``, ``dest``, ``bytes_per_cycle``), ``ports`` (``lanes``,
-    ``flits_in_per_cycle``, ``flits_out_per_cycle``) and ``window``."""
+    ``flits_in_per_cycle``, ``flits_out_per_cycle``) and ``window``. On a fabric with
+    ``dest_credits`` each flow draws from its own message stream, and a source's next
+    message comes from a flow whose ``o_dest_ready`` bit is high (by weight among those),
+    once its previous message's first beat has been taken."""
     tb = _new_tb(dut)
     args = tb.args
     flows = [tuple(int(v) for v in f[:2]) + (float(f[2]) if len(f) > 2 else 1.0,)
