@@ -13,7 +13,7 @@ are cocotb ``test_flows`` on Icarus (every request and completion checked).
 
 The pair of RTL runs is made twice: with the fabric's defaults (one source queue: the
 accelerator sends its messages in the order drawn, 16-flit VOQs) and with per-destination
-admission (``dest_credits`` and ``depth``, default 128 and 128; docs/fabric.md, "Admission
+admission (``dest_credits`` and ``depth``, default 256 and 256; docs/fabric.md, "Admission
 per destination": each flow has its own message stream and the next message comes from a
 flow whose destination has credit, drawn by weight). ``--dest-credits 0`` runs only the
 first pair.
@@ -27,7 +27,7 @@ pop; the RTL's admission returns them with the completion).
 ``--victim``/``--aggressor`` set the split of endpoint 0's messages (default 5 : 2).
 
     python bench/rtl_victim_flow.py [--cycles 3000] [--warm 1000] [--seed 1]
-        [--victim 5] [--aggressor 2] [--depth 128] [--dest-credits 128]
+        [--victim 5] [--aggressor 2] [--depth 256] [--dest-credits 256]
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ def main(argv=None):
     ap.add_argument("--aggressor", type=float, default=AGGRESSOR[2],
                     help="weight of the aggressor flow among endpoint 0's messages")
     ap.add_argument("--model-cycles", type=int, default=20000)
-    ap.add_argument("--depth", type=int, default=128,
+    ap.add_argument("--depth", type=int, default=256,
                     help="switch flits per VOQ of the admission runs (power of two)")
-    ap.add_argument("--dest-credits", type=int, default=128,
+    ap.add_argument("--dest-credits", type=int, default=256,
                     help="fabric dest_credits of the admission runs (17..depth; 0: only "
                     "the runs with one source queue)")
     a = ap.parse_args(argv)

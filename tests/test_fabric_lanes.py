@@ -253,7 +253,7 @@ def test_rtl_flow_credits_bad_arguments_exit_2(argv, needle):
 
 @pytest.mark.parametrize("argv,needle", [
     (["--dest-credits", "8"], "--dest-credits 8"),
-    (["--dest-credits", "256"], "--dest-credits 256"),
+    (["--dest-credits", "512"], "--dest-credits 512"),
     (["--depth", "100"], "--depth 100"),
 ])
 def test_rtl_victim_flow_bad_arguments_exit_2(argv, needle):
