@@ -232,6 +232,27 @@ def test_decoder_parity_bursts_gaps_backpressure():
     assert st["counters"] == stats, f"seed {seed}: counters {st['counters']} model {stats}"
 
 
+@pytest.mark.parametrize("P", [4, 32])
+def test_decoder_first_and_last_beat_errors(P):
+    """Errors in the first beat of each codeword (the beat of the Chien load) and in the
+    last beat, back to back at full rate, against sim.fec.decode; P = 32 has two solvers
+    loaded in turn."""
+    seed = 500 + P
+    rng = np.random.default_rng(seed)
+    cws = model.encode(rng.integers(0, 1 << SB, (4, K)))
+    words = [corrupt(cws[0], np.arange(P), rng) if P <= 15 else
+             corrupt(cws[0], np.arange(0, P, 3)[:15], rng),
+             corrupt(cws[1], [0, P - 1, N - P, N - 1], rng),
+             corrupt(cws[2], [1, 2, 300], rng),
+             cws[3]]
+    dut = RsDecoder(P)
+    beats, st = run_decoder(dut, words, seed=seed)
+    stats = check_decoded(dut, words, beats, seed)
+    assert st["stalls"] == 0, f"seed {seed}: input stalled {st['stalls']} cycles"
+    assert st["counters"] == stats, f"seed {seed}: counters {st['counters']} model {stats}"
+    assert stats[1] == 3 and stats[3] == 0, f"seed {seed}: {stats}"
+
+
 @pytest.mark.parametrize("flag", ["bypass_correction", "bypass_indication"])
 def test_decoder_bypass(flag):
     """Bypass correction: flag only, data unchanged, latency 544/P + 3. Bypass indication:
