@@ -175,8 +175,8 @@ def test_rtl_victim_flow_machinery_icarus():
 def test_rtl_victim_flow_with_admission_icarus():
     """The aggressor above its share of the slow output (half of endpoint 0's messages):
     with per-destination admission (``dest_credits`` = ``depth`` = 128) the victim keeps at
-    least 0.95 of its rate in the control run, and that control rate is at least 0.9 of
-    the control rate with one source queue (the fabric's defaults, no admission); the
+    least 0.95 of its control run's rate, and that control rate is at least 0.9 of the
+    control rate with one source queue (the fabric's defaults, no admission); the
     aggressor and the congestion flow still move (no flow starves)."""
     from fusionfabric.tb.fabric.flows import VICTIM, victim_flows, victim_fraction
     adm = {"depth": 128, "dest_credits": 128}
