@@ -4,7 +4,7 @@ destination")."""
 
 from __future__ import annotations
 
-from fusionfabric.formats.chiplet import Opcode
+from fusionfabric.formats.chiplet import NON_POSTED
 
 from .chiplet import data_slots
 
@@ -13,12 +13,17 @@ __all__ = ["DestAdmissionModel", "MAX_MSG_FLITS", "switch_flits"]
 #: Switch flits of a 256-byte message: its header flit and 16 data flits.
 MAX_MSG_FLITS = 1 + 16
 
-NONPOSTED = (Opcode.READ, Opcode.WRITE, Opcode.ATOMIC_ADD)
-
-
 def switch_flits(opcode: int, length: int) -> int:
     """Flits of a (non-REDUCE) message at the switch: a header flit, then its data slots."""
     return 1 + data_slots(opcode, length)
+
+
+def _left_after(left: int, beat: dict) -> int:
+    """Beats of a message left after the one taken: ``left`` is 0 on its first beat, whose
+    fields give the message's ``max(data slots, 1)`` beats."""
+    if left:
+        return left - 1
+    return max(data_slots(beat["opcode"], beat["length"]) - 1, 0)
 
 
 class DestAdmissionModel:
@@ -39,7 +44,7 @@ class DestAdmissionModel:
         self.bad_dest = 0
 
     def _gated(self, opcode, dest) -> bool:
-        return self.req_left == 0 and opcode in NONPOSTED and dest < self.n
+        return self.req_left == 0 and opcode in NON_POSTED and dest < self.n
 
     def req_ready(self, opcode: int, length: int, dest: int, out_ready: bool) -> bool:
         """``i_req.ready`` with a beat of these fields offered."""
@@ -59,9 +64,7 @@ class DestAdmissionModel:
         if cpl is not None:
             if self.cpl_left == 0:
                 self._free = self.table.get(cpl["tag"], (0, 0))
-                self.cpl_left = max(data_slots(cpl["opcode"], cpl["length"]) - 1, 0)
-            else:
-                self.cpl_left -= 1
+            self.cpl_left = _left_after(self.cpl_left, cpl)
         if free is not None:
             d, f = free
             if d < self.n:
@@ -70,7 +73,7 @@ class DestAdmissionModel:
         if req is not None:
             op, dest = req["opcode"], req["dest"]
             if self.req_left == 0:
-                if op in NONPOSTED:
+                if op in NON_POSTED:
                     f = switch_flits(op, req["length"])
                     if dest < self.n:
                         self.table[req["tag"]] = (dest, f)
@@ -78,6 +81,4 @@ class DestAdmissionModel:
                     else:
                         self.table[req["tag"]] = (dest, 0)
                         self.bad_dest += 1
-                self.req_left = max(data_slots(op, req["length"]) - 1, 0)
-            else:
-                self.req_left -= 1
+            self.req_left = _left_after(self.req_left, req)

@@ -153,7 +153,7 @@ def test_model_counts_against_plain_count():
         m.step(dict(opcode=int(Opcode.WRITE), length=3, dest=1, tag=5))   # data beats
     m.step(dict(opcode=int(Opcode.READ), length=0, dest=0, tag=6))        # 1 flit
     assert m.count == [1, 17]
-    assert not m.req_ready(int(Opcode.WRITE), 3, 1, True) is False      # 34 <= 100
+    assert m.req_ready(int(Opcode.WRITE), 3, 1, True) is True            # 34 <= 100
     m.step(cpl=dict(opcode=int(Opcode.WRITE_ACK), length=3, tag=5))
     assert m.count == [1, 17]                                            # frees at t+2
     m.step()

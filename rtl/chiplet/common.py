@@ -6,11 +6,12 @@ from amaranth import Const, Mux, Signal, Value
 from amaranth.lib import data, fifo
 
 from fusionfabric.formats.chiplet import (DL_HEADER, DL_TRAILER, PHY_WORD, PORT_BEAT, SEQ_BITS,
-                                          SLOT_BITS, SLOTS_PER_TL, STATUS, TL_FLIT, TL_HEADER,
-                                          ChipletParams, LinkState, Opcode)
+                                          NON_POSTED, SLOT_BITS, SLOTS_PER_TL, STATUS, TL_FLIT,
+                                          TL_HEADER, ChipletParams, LinkState, Opcode)
 
 __all__ = ["PHY_WORD", "TL_FLIT", "STATUS", "phy_layout", "tl_layout", "port_layout",
            "beat_slots_layout", "trailer_layout", "tl_slots_layout", "data_slots", "valid_opcode",
+           "nonposted",
            "as_params", "register_fifo", "LINK_DOWN",
            "LINK_INIT", "LINK_ACTIVE", "LINK_FAILED"]
 
@@ -64,6 +65,15 @@ def valid_opcode(opcode, vc: int):
            if vc == 0 else [Opcode.READ_CPL, Opcode.WRITE_ACK, Opcode.ATOMIC_ACK])
     v = Const(0, 1)
     for o in ops:
+        v = v | (opcode == o)
+    return v
+
+
+def nonposted(opcode):
+    """The opcode is a request that gets a completion (``NON_POSTED``: WRITE, READ,
+    ATOMIC_ADD)."""
+    v = opcode == NON_POSTED[0]
+    for o in NON_POSTED[1:]:
         v = v | (opcode == o)
     return v
 

@@ -8,8 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.formats.chiplet import SLOT_BITS, SRC_BITS, TL_HEADER
 from fusionfabric.formats.chiplet import TAG_BITS, Opcode
-from .common import (beat_slots_layout, data_slots, port_layout, sat_inc, tl_layout,
-                     tl_slots_layout, valid_opcode)
+from .common import (beat_slots_layout, data_slots, nonposted, port_layout, sat_inc,
+                     tl_layout, tl_slots_layout, valid_opcode)
 
 __all__ = ["TransactionTx", "FLIT_FIFO_DEPTH"]
 
@@ -187,7 +187,7 @@ class TransactionTx(wiring.Component):
             with m.If(go):
                 m.d.sync += rem.eq(nds)
             if vc == 0:
-                m.d.comb += self.o_issue.eq(go & self._nonposted(beat.opcode))
+                m.d.comb += self.o_issue.eq(go & nonposted(beat.opcode))
         with m.Elif(pos != 0):
             # message boundary inside a flit and nothing waiting: close with NULL slots
             m.d.comb += [word.eq(0), wr.eq(can)]
@@ -221,11 +221,6 @@ class TransactionTx(wiring.Component):
         self._flushed.append(q.level + (pos != 0))
         return q
 
-    @staticmethod
-    def _nonposted(opcode):
-        return ((opcode == Opcode.WRITE) | (opcode == Opcode.READ)
-                | (opcode == Opcode.ATOMIC_ADD))
-
     def _refuse(self, m, port, beat, nds, drop, vc):
         m.d.comb += port.ready.eq(1)
         with m.If(port.valid):
@@ -234,7 +229,7 @@ class TransactionTx(wiring.Component):
             with m.Else():
                 m.d.sync += drop.eq(Mux(nds == 0, 0, nds - 1))
                 if vc == 0:
-                    m.d.comb += [self.o_issue.eq(self._nonposted(beat.opcode)),
+                    m.d.comb += [self.o_issue.eq(nonposted(beat.opcode)),
                                  self.o_issue_refused.eq(1)]
                     for name, op in (("multicast", Opcode.MULTICAST),
                                      ("reduce", Opcode.REDUCE), ("result", Opcode.RESULT)):

@@ -9,8 +9,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from fusionfabric.formats.chiplet import TAG_BITS, Opcode
-from fusionfabric.rtl.chiplet.common import data_slots, port_layout
+from fusionfabric.formats.chiplet import TAG_BITS
+from fusionfabric.rtl.chiplet.common import data_slots, nonposted, port_layout
 
 __all__ = ["DestAdmission", "MAX_MSG_FLITS"]
 
@@ -18,9 +18,15 @@ __all__ = ["DestAdmission", "MAX_MSG_FLITS"]
 MAX_MSG_FLITS = 17
 
 
-def nonposted(opcode):
-    """READ, WRITE and ATOMIC_ADD: the requests that get a completion."""
-    return (opcode == Opcode.READ) | (opcode == Opcode.WRITE) | (opcode == Opcode.ATOMIC_ADD)
+def _first_beat(m, take, slots, name):
+    """Whether the beat offered is the first of its message, tracked over the beats
+    ``take`` accepts; ``slots`` is the data slots from the beat's header fields (a message
+    is ``max(slots, 1)`` beats)."""
+    left = Signal(5, name=f"{name}_left")      # beats of the message after this one
+    first = left == 0
+    with m.If(take):
+        m.d.sync += left.eq(Mux(first, Mux(slots > 1, slots - 1, 0), left - 1))
+    return first
 
 
 class DestAdmission(wiring.Component):
@@ -104,8 +110,6 @@ class DestAdmission(wiring.Component):
         # ---- requests: gate the first beat of a non-posted request
         req, out = self.i_req, self.o_req
         hdr = req.payload
-        left = Signal(5)               # beats of the current request after this one
-        first = left == 0
         slots = Signal(5)
         m.d.comb += slots.eq(data_slots(hdr.opcode, hdr.length))
         flits = Signal(5)
@@ -120,12 +124,11 @@ class DestAdmission(wiring.Component):
         m.d.comb += cur.eq(sel)
         fits = Signal()
         m.d.comb += fits.eq(cur + flits <= cap)
+        first = _first_beat(m, req.valid & req.ready, slots, "req")
         gate = first & np_ & in_range
         m.d.comb += [out.valid.eq(req.valid), out.payload.eq(req.payload),
                      req.ready.eq(out.ready & (~gate | fits))]
         take = req.valid & req.ready
-        with m.If(take):
-            m.d.sync += left.eq(Mux(first, Mux(slots > 1, slots - 1, 0), left - 1))
         issue = take & gate
         # every non-posted request gets an entry: one to a destination past n_dests with
         # 0 flits, so that its completion frees nothing
@@ -139,13 +142,10 @@ class DestAdmission(wiring.Component):
         rsp = self.i_rsp
         m.d.comb += [self.o_rsp.valid.eq(rsp.valid), self.o_rsp.payload.eq(rsp.payload),
                      rsp.ready.eq(self.o_rsp.ready)]
-        cleft = Signal(5)
         cslots = Signal(5)
         m.d.comb += cslots.eq(data_slots(rsp.payload.opcode, rsp.payload.length))
         ctake = rsp.valid & rsp.ready
-        cfirst = ctake & (cleft == 0)
-        with m.If(ctake):
-            m.d.sync += cleft.eq(Mux(cleft == 0, Mux(cslots > 1, cslots - 1, 0), cleft - 1))
+        cfirst = ctake & _first_beat(m, ctake, cslots, "cpl")
         m.d.comb += [rp.addr.eq(rsp.payload.tag), rp.en.eq(1)]
         freeing = Signal()
         m.d.sync += freeing.eq(cfirst)

@@ -15,7 +15,7 @@ from fusionfabric.rtl.fabric.fabric import (FAULT, FEC_STATUS, LINK_STATUS, endp
 from fusionfabric.rtl.fabric.fault import ber_threshold
 from fusionfabric.sim import chiplet as C
 from fusionfabric.formats.bitfields import Fields
-from fusionfabric.formats.chiplet import STATUS, Opcode, Status
+from fusionfabric.formats.chiplet import NON_POSTED, STATUS, Opcode, Status
 from fusionfabric.sim.chiplet import MemoryModel, Message
 from fusionfabric.formats.switch import GROUP_BITS, group_entry
 from fusionfabric.tb.chiplet.link import Assembler, LinkScoreboard
@@ -27,7 +27,6 @@ SWITCH_STATS = ("flits_in", "flits_out", "in_stalls", "out_stalls", "drop_dest",
                 "drop_kind")
 UNIT_STATS = ("contributions", "results", "duplicate", "nonmember", "invalid",
               "full_cycles", "result_drops")
-NONPOSTED = (Opcode.WRITE, Opcode.READ, Opcode.ATOMIC_ADD)
 LINK_ACTIVE = 2
 
 
@@ -197,7 +196,7 @@ class Endpoint:
         """Queue ``msg`` (allocating a tag for WRITE/READ/ATOMIC_ADD)."""
         tb = self.tb
         if nonposted is None:
-            nonposted = msg.opcode in NONPOSTED
+            nonposted = msg.opcode in NON_POSTED
         if nonposted:
             while not self.free_tags:
                 self.tag_freed.clear()
