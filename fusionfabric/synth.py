@@ -96,6 +96,7 @@ REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int] | tuple[str, dict, in
     ("reduce-unit", {"cycles_per_flit": 2}),
     ("rs-encoder", {"P": 8}, 1, 60),
     ("rs-decoder", {"P": 8}),
+    ("rs-decoder", {"P": 8, "pipeline": True}),
     ("fabric", {"n_endpoints": 2}),
     ("fabric", {}),
 ]

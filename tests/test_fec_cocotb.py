@@ -24,6 +24,7 @@ CASES = [
     _case(4, "verilator", soak=True),
     _case(8, "verilator", soak=True),
     _case(32, "verilator", soak=True),
+    _case(8, "verilator", soak=True, pipeline=True),
 ]
 
 

@@ -130,18 +130,19 @@ def random_words(rng, n_errors):
     return [corrupt(cw, rng.choice(N, ne, replace=False), rng) for cw, ne in zip(cws, n_errors)]
 
 
-@pytest.mark.parametrize("P", [4, pytest.param(8, marks=pytest.mark.soak)])
-def test_decoder_error_counts(P):
+@pytest.mark.parametrize("P,pipeline", [(4, False), (4, True),
+                                        pytest.param(8, False, marks=pytest.mark.soak)])
+def test_decoder_error_counts(P, pipeline):
     """0, 1, 15, 16 and 30 symbol errors back to back at full rate; checks the latency
-    formula and that ``ready`` never drops."""
+    formula (544/P + 33, + 35 with ``pipeline``) and that ``ready`` never drops."""
     seed = 100 + P
     rng = np.random.default_rng(seed)
     words = random_words(rng, [0, 1, 15, 16, 30, 7])
-    dut = RsDecoder(P)
+    dut = RsDecoder(P, pipeline=pipeline)
     beats, st = run_decoder(dut, words, seed=seed)
     stats = check_decoded(dut, words, beats, seed)
     assert st["stalls"] == 0, f"seed {seed}: input stalled {st['stalls']} cycles"
-    assert st["first_out"] - st["first_in"] == dut.latency == N // P + 33
+    assert st["first_out"] - st["first_in"] == dut.latency == N // P + (35 if pipeline else 33)
     assert st["counters"] == stats, f"seed {seed}: counters {st['counters']} model {stats}"
 
 
@@ -216,7 +217,8 @@ def test_bad_symbols_per_beat(bad):
         RsEncoder(bad)
 
 
-def test_decoder_parity_bursts_gaps_backpressure():
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_decoder_parity_bursts_gaps_backpressure(pipeline):
     """Errors only in the parity symbols, bursts across symbol and beat boundaries, idle
     gaps between codewords and random backpressure at the output, P = 4."""
     seed, P = 301, 4
@@ -226,17 +228,17 @@ def test_decoder_parity_bursts_gaps_backpressure():
              corrupt(cws[1], np.arange(P - 1, P - 1 + 13), rng),      # burst over beats
              corrupt(cws[2], np.arange(K - 3, K + 12), rng),          # message into parity
              corrupt(cws[3], np.arange(2, 18), rng)]                  # 16: uncorrectable
-    dut = RsDecoder(P)
+    dut = RsDecoder(P, pipeline=pipeline)
     beats, st = run_decoder(dut, words, gaps=[0, 5, 0, 17], backpressure=0.2, seed=seed)
     stats = check_decoded(dut, words, beats, seed)
     assert st["counters"] == stats, f"seed {seed}: counters {st['counters']} model {stats}"
 
 
-@pytest.mark.parametrize("P", [4, 32])
-def test_decoder_first_and_last_beat_errors(P):
+@pytest.mark.parametrize("P,pipeline", [(4, False), (32, False), (34, True)])
+def test_decoder_first_and_last_beat_errors(P, pipeline):
     """Errors in the first beat of each codeword (the beat of the Chien load) and in the
     last beat, back to back at full rate, against sim.fec.decode; P = 32 has two solvers
-    loaded in turn."""
+    loaded in turn, P = 34 with ``pipeline`` three."""
     seed = 500 + P
     rng = np.random.default_rng(seed)
     cws = model.encode(rng.integers(0, 1 << SB, (4, K)))
@@ -245,7 +247,8 @@ def test_decoder_first_and_last_beat_errors(P):
              corrupt(cws[1], [0, P - 1, N - P, N - 1], rng),
              corrupt(cws[2], [1, 2, 300], rng),
              cws[3]]
-    dut = RsDecoder(P)
+    dut = RsDecoder(P, pipeline=pipeline)
+    assert dut.n_solvers == {4: 1, 32: 2, 34: 3}[P]
     beats, st = run_decoder(dut, words, seed=seed)
     stats = check_decoded(dut, words, beats, seed)
     assert st["stalls"] == 0, f"seed {seed}: input stalled {st['stalls']} cycles"

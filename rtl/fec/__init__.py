@@ -20,6 +20,8 @@ BLOCKS = [
         Param("bypass_correction", bool, False, "detect and flag only (cl. 91 bypass)"),
         Param("bypass_indication", bool, False, "correct, never flag uncorrectable"),
         Param("counter_width", int, 32, "bits of each saturating counter"),
+        Param("pipeline", bool, False, "two more register stages: 2 cycles of latency, "
+              "above 100 MHz on ECP5"),
     ], ci_params={"P": 4}, doc="RS(544,514) KP4 decoder at line rate, P symbols per cycle"),
     Block("fec-pcs-tx", FecPcsTx, params=[
         Param("n_lanes", int, 2, "FEC lanes", choices=(1, 2, 4, 8, 16)),

@@ -16,9 +16,25 @@ from fusionfabric.rtl.fec.layouts import (COUNT_BITS, SYMBOL_BITS, check_symbols
 from fusionfabric.rtl.fec.syndrome import Syndromes
 from fusionfabric.formats import fec as code
 
-__all__ = ["RsDecoder", "pick"]
+__all__ = ["RsDecoder", "decoder_latency", "pick", "result_delay"]
 
 SB, T, NPAR = SYMBOL_BITS, code.T, code.NPAR
+
+
+def result_delay(bypass_correction: bool, pipeline: bool = False) -> int:
+    """Cycles from a codeword's last input handshake until its result slot is done: the
+    RiBM (:attr:`RiBM.LATENCY`), after the syndromes' register with ``pipeline``; or 1
+    for the syndrome flag alone (``bypass_correction``)."""
+    return 1 if bypass_correction else RiBM.LATENCY + int(pipeline)
+
+
+def decoder_latency(n_beats: int, bypass_correction: bool, pipeline: bool = False) -> int:
+    """:attr:`RsDecoder.latency` for ``n_beats = 544 / P``: the rest of the codeword's
+    beats, :func:`result_delay`, then the output pipeline: buffer read, Chien and Forney,
+    (with correction and ``pipeline``) the inverse ROM's output register, and the output
+    register."""
+    extra = int(pipeline and not bypass_correction)
+    return n_beats - 1 + result_delay(bypass_correction, pipeline) + 3 + extra
 
 
 def pick(sel, values):
@@ -39,14 +55,16 @@ class RsDecoder(wiring.Component):
 
     1. :class:`~.syndrome.Syndromes`: P-parallel Horner over the input beats.
     2. ``n_solvers`` copies of :class:`~.keyeq.RiBM` (30 iterations, one per cycle),
-       loaded in turn (round robin) at each codeword's last beat:
-       ``n_solvers = ceil(32 / (544 / P))``, so that a solver is free again before its
-       next turn at one codeword every ``544 / P`` cycles (1 for P <= 17, 2 for P = 32
-       and 34, 4 for P = 68).
+       loaded in turn (round robin) at each codeword's last beat (with ``pipeline``: from
+       the syndrome registers, in the cycle after): ``n_solvers = ceil(d / (544 / P))``
+       with ``d = 32`` (33 with ``pipeline``), so that a solver is free again before its
+       next turn at one codeword every ``544 / P`` cycles (1 for P <= 16, 2 for P = 17 and
+       32, and 2 / 3 for P = 34, 4 / 5 for P = 68 without / with ``pipeline``).
     3. A delay buffer (``amaranth.lib.memory``, ``depth`` beats) that holds the received
        beats until their codeword's locator is ready.
-    4. :class:`~.chien.ChienForney` over the beats read back, then one general multiplier
-       and one inverse ROM per symbol for the error value, and the correction.
+    4. :class:`~.chien.ChienForney` over the beats read back, then one inverse ROM per
+       symbol (block RAM; with ``pipeline`` its output is registered) and one general
+       multiplier for the error value, and the correction.
 
     A received word is uncorrectable when its syndromes are not all zero and the number of
     roots of Lambda among the 544 positions differs from deg Lambda, or deg Lambda is 0
@@ -72,6 +90,12 @@ class RsDecoder(wiring.Component):
         flag rides on the last beat, which is not delayed for it.
     counter_width : int
         Width of the saturating counters (1..64).
+    pipeline : bool
+        Two more register stages for timing, 2 cycles more latency, the same throughput:
+        the solvers load from the syndrome registers instead of the Horner step's output,
+        and the inverse ROM's output is registered before the error-value multiplier (with
+        correction; nothing changes with ``bypass_correction``). On ECP5 the decoder at
+        P = 8 then closes above 100 MHz (docs/fec.md, "FPGA").
 
     Members
     -------
@@ -100,6 +124,8 @@ class RsDecoder(wiring.Component):
     (``valid`` high), at full rate: ``544 / P + 33`` cycles (``544 / P - 1`` more input
     beats, 31 cycles to the RiBM result, then read, Chien and Forney, output register:
     3 cycles), ``544 / P + 3`` with ``bypass_correction`` (the 31 cycles become 1).
+    With ``pipeline`` and correction: ``544 / P + 35`` (the syndrome register before the
+    solver and the inverse ROM's output register).
     Throughput: one beat per cycle in and out, a new codeword every ``544 / P`` cycles,
     with or without idle gaps on the input. The output pipeline stalls as a whole while
     ``o_data.ready`` is low (``advance = ~o_data.valid | o_data.ready``). Reset empties
@@ -107,10 +133,11 @@ class RsDecoder(wiring.Component):
     """
 
     def __init__(self, P: int = 8, bypass_correction: bool = False,
-                 bypass_indication: bool = False, counter_width: int = 32):
+                 bypass_indication: bool = False, counter_width: int = 32,
+                 pipeline: bool = False):
         self.P = check_symbols_per_beat(P)
         for name, v in (("bypass_correction", bypass_correction),
-                        ("bypass_indication", bypass_indication)):
+                        ("bypass_indication", bypass_indication), ("pipeline", pipeline)):
             if not isinstance(v, bool):
                 raise TypeError(f"{name}={v!r} must be a bool")
         if isinstance(counter_width, bool) or not isinstance(counter_width, int) \
@@ -119,15 +146,16 @@ class RsDecoder(wiring.Component):
         self.bypass_correction = bypass_correction
         self.bypass_indication = bypass_indication
         self.counter_width = counter_width
+        self.pipeline = pipeline
         self.n_beats = code.N // self.P
         B = self.n_beats
         #: Cycles from a codeword's last input handshake until its result is ready.
-        self.result_delay = 1 if bypass_correction else RiBM.LATENCY
+        self.result_delay = result_delay(bypass_correction, pipeline)
         self.n_solvers = -(-(self.result_delay + 1) // B) if not bypass_correction else \
             max(2, -(-3 // B))
         self.depth = B + self.result_delay + 4
         #: First input beat to first output beat, in cycles (full rate).
-        self.latency = B - 1 + self.result_delay + 3
+        self.latency = decoder_latency(B, bypass_correction, pipeline)
         self.in_fields = in_fields(self.P)
         self.out_fields = dec_out_fields(self.P)
         cw = counter_width
@@ -179,11 +207,12 @@ class RsDecoder(wiring.Component):
         s_nz = Signal()
         strobe, source = load, synd.o_next
         if full:
-            # "syndromes not all zero" from the accumulators in the cycle after the load
-            # (timing: not behind the Horner step); the flag is read when the slot's
-            # solver is done, 30 cycles later
+            # "syndromes not all zero" (and with ``pipeline`` the solver's load) from the
+            # accumulators in the cycle after the last beat (timing: not behind the Horner
+            # step); the flag is read when the slot's solver is done, 30 cycles later
             strobe, source = Signal(n), synd.o_syndromes
             m.d.sync += strobe.eq(load)
+        s_load, s_synd = (strobe, synd.o_syndromes) if self.pipeline else (load, synd.o_next)
         m.d.comb += s_nz.eq(source != 0)
         for i in range(n):
             with m.If(strobe[i]):
@@ -196,7 +225,7 @@ class RsDecoder(wiring.Component):
             for i in range(n):
                 s = RiBM()
                 m.submodules[f"ribm{i}"] = s
-                m.d.comb += [s.i_load.eq(load[i]), s.i_syndromes.eq(synd.o_next),
+                m.d.comb += [s.i_load.eq(s_load[i]), s.i_syndromes.eq(s_synd),
                              s.i_take.eq(take_slot[i]), busy[i].eq(s.o_busy),
                              done[i].eq(s.o_done)]
                 lambdas.append(s.o_lambda)
@@ -265,8 +294,14 @@ class RsDecoder(wiring.Component):
                              s2_nzden.eq(Cat(*[chien.o_den[SB * k:SB * (k + 1)] != 0
                                                for k in range(P)]))]
 
+        # with correction and ``pipeline``, a stage s3 registers the inverse ROM's output
+        # (block RAM; its clock-to-output and the error-value multiplier do not fit one
+        # ECP5 cycle at 100 MHz together) with the s2 fields it belongs to; otherwise the
+        # output register follows s2
+        o_valid, o_first, o_last, o_nz, o_deg = s2_valid, s2_first, s2_last, s2_nz, s2_deg
         fixed = Signal(SB * P)
         changed = Signal(P)
+        n_zero, n_changed = popcount(s2_zero), popcount(changed)
         if full:
             # The ROM is read synchronously with the s2 registers' enable (block RAM; the
             # same value as a registered den looked up combinationally), and whether a
@@ -274,16 +309,36 @@ class RsDecoder(wiring.Component):
             # when num and den are (a field has no zero divisors), so the count of
             # corrected symbols does not wait for the ROM and the multiplier (timing).
             m.submodules.inverse = rom = inverse_rom()
+            hit = Signal(P)
             for k in range(P):
                 port = rom.read_port(domain="sync")
                 sl = slice(SB * k, SB * (k + 1))
                 m.d.comb += [port.addr.eq(chien.o_den[sl]), port.en.eq(advance),
-                             s2_inv[sl].eq(port.data)]
-                e = gf_mul(m, s2_num[sl], s2_inv[sl], name=f"err{k}")
-                hit = Signal(name=f"hit{k}")
-                m.d.comb += [hit.eq(s2_zero[k] & (s2_num[sl] != 0) & s2_nzden[k]),
-                             fixed[sl].eq(s2_data[sl] ^ Mux(hit, e, 0)),
-                             changed[k].eq(hit)]
+                             s2_inv[sl].eq(port.data),
+                             hit[k].eq(s2_zero[k] & (s2_num[sl] != 0) & s2_nzden[k])]
+            if self.pipeline:
+                s3_valid, s3_first, s3_last, s3_nz = Signal(), Signal(), Signal(), Signal()
+                s3_deg = Signal(range(T + 1))
+                s3_data, s3_num, s3_inv = Signal(SB * P), Signal(SB * P), Signal(SB * P)
+                s3_hit = Signal(P)
+                n_zero = Signal(range(P + 1))
+                n_changed = Signal(range(P + 1))
+                with m.If(advance):
+                    m.d.sync += [s3_valid.eq(s2_valid), s3_first.eq(s2_first),
+                                 s3_last.eq(s2_last), s3_nz.eq(s2_nz), s3_deg.eq(s2_deg),
+                                 s3_data.eq(s2_data), s3_num.eq(s2_num), s3_inv.eq(s2_inv),
+                                 s3_hit.eq(hit),
+                                 n_zero.eq(popcount(s2_zero)), n_changed.eq(popcount(hit))]
+                o_valid, o_first, o_last = s3_valid, s3_first, s3_last
+                o_nz, o_deg = s3_nz, s3_deg
+                e_data, e_num, e_inv, e_hit = s3_data, s3_num, s3_inv, s3_hit
+            else:
+                e_data, e_num, e_inv, e_hit = s2_data, s2_num, s2_inv, hit
+            for k in range(P):
+                sl = slice(SB * k, SB * (k + 1))
+                e = gf_mul(m, e_num[sl], e_inv[sl], name=f"err{k}")
+                m.d.comb += [fixed[sl].eq(e_data[sl] ^ Mux(e_hit[k], e, 0)),
+                             changed[k].eq(e_hit[k])]
         else:
             m.d.comb += fixed.eq(s2_data)
 
@@ -292,24 +347,24 @@ class RsDecoder(wiring.Component):
         roots_next = Signal(range(code.N + 1))
         fixes_next = Signal(range(code.N + 1))
         uncorr = Signal()
-        m.d.comb += [roots_next.eq(Mux(s2_first, 0, roots) + popcount(s2_zero)),
-                     fixes_next.eq(Mux(s2_first, 0, fixes) + popcount(changed))]
+        m.d.comb += roots_next.eq(Mux(o_first, 0, roots) + n_zero)
+        m.d.comb += fixes_next.eq(Mux(o_first, 0, fixes) + n_changed)
         if full:
-            m.d.comb += uncorr.eq(s2_nz & ((roots_next != s2_deg) | (s2_deg == 0)))
+            m.d.comb += uncorr.eq(o_nz & ((roots_next != o_deg) | (o_deg == 0)))
         else:
-            m.d.comb += uncorr.eq(s2_nz)
+            m.d.comb += uncorr.eq(o_nz)
         raw_uncorr = Signal()
         with m.If(advance):
-            m.d.sync += self.o_data.valid.eq(s2_valid)
-            with m.If(s2_valid):
+            m.d.sync += self.o_data.valid.eq(o_valid)
+            with m.If(o_valid):
                 m.d.sync += [roots.eq(roots_next), fixes.eq(fixes_next),
                              out.data.eq(fixed), out.error.eq(changed),
-                             out.first.eq(s2_first), out.last.eq(s2_last),
-                             raw_uncorr.eq(s2_last & uncorr),
+                             out.first.eq(o_first), out.last.eq(o_last),
+                             raw_uncorr.eq(o_last & uncorr),
                              out.uncorrectable.eq(
-                                 s2_last & uncorr & (not self.bypass_indication)),
-                             out.corrected.eq(s2_last & ~uncorr & (fixes_next != 0)),
-                             out.n_corrected.eq(Mux(s2_last & ~uncorr, fixes_next, 0))]
+                                 o_last & uncorr & (not self.bypass_indication)),
+                             out.corrected.eq(o_last & ~uncorr & (fixes_next != 0)),
+                             out.n_corrected.eq(Mux(o_last & ~uncorr, fixes_next, 0))]
 
         # ---- counters ----------------------------------------------------------------------
         top = (1 << self.counter_width) - 1

@@ -75,29 +75,64 @@ class RiBM(wiring.Component):
                      self.o_lambda.eq(Cat(*delta[T:2 * T + 1])),
                      self.o_omega.eq(Cat(*delta[:T]))]
 
-        with m.If(self.i_load):
-            for i in range(n):
-                init = self.i_syndromes[SB * i:SB * (i + 1)] if i < NPAR else int(i == 3 * T)
-                m.d.sync += [delta[i].eq(init), theta[i].eq(init)]
-            m.d.sync += [gamma.eq(1), k.eq(0), r.eq(0), running.eq(1)]
-        with m.Elif(running):
-            d0 = delta[0]
-            for i in range(n):
-                term = gf_mul(m, d0, theta[i], name=f"dth{i}")
-                if i + 1 < n:
-                    up = gf_mul(m, gamma, delta[i + 1], name=f"gd{i}")
-                    m.d.sync += delta[i].eq(up ^ term)
-                else:
-                    m.d.sync += delta[i].eq(term)
-            with m.If((d0 != 0) & (k >= 0)):
-                for i in range(n):
+        # next values of the shared state (the registers below follow them)
+        d0_next = Signal(SB)
+        gamma_next = Signal(SB)
+        k_next = Signal(signed(7))
+        running_next = Signal()
+        # Timing: delta_0, gamma, k and the run flag reach every processing element (each
+        # bit of delta_0 and gamma feeds about 460 gate inputs). The upper half of the elements reads copies of them,
+        # registers without reset that take the same next value every cycle: equal to the
+        # originals from the first cycle after reset on, and read only once a load has
+        # set both. (A copy without reset is a different cell from its original, so
+        # synthesis does not merge them.)
+        half = n // 2
+        c_d0 = Signal(SB, reset_less=True)
+        c_gamma = Signal(SB, init=1, reset_less=True)
+        c_k = Signal(signed(7), reset_less=True)
+        c_running = Signal(reset_less=True)
+        m.d.sync += [c_d0.eq(d0_next), c_gamma.eq(gamma_next), c_k.eq(k_next),
+                     c_running.eq(running_next)]
+
+        for i in range(n):
+            run, d0, gam, kk = (running, delta[0], gamma, k) if i < half else \
+                (c_running, c_d0, c_gamma, c_k)
+            init = self.i_syndromes[SB * i:SB * (i + 1)] if i < NPAR else int(i == 3 * T)
+            swap = (d0 != 0) & (kk >= 0)
+            term = gf_mul(m, d0, theta[i], name=f"dth{i}")
+            if i + 1 < n:
+                up = gf_mul(m, gam, delta[i + 1], name=f"gd{i}")
+                upd = up ^ term
+            else:
+                upd = term
+            nxt = Signal(SB, name=f"delta{i}_next")
+            m.d.comb += nxt.eq(delta[i])
+            with m.If(self.i_load):
+                m.d.comb += nxt.eq(init)
+                m.d.sync += theta[i].eq(init)
+            with m.Elif(run):
+                m.d.comb += nxt.eq(upd)
+                with m.If(swap):
                     m.d.sync += theta[i].eq(delta[i + 1] if i + 1 < n else 0)
-                m.d.sync += [gamma.eq(d0), k.eq(-k - 1)]
+            m.d.sync += delta[i].eq(nxt)
+            if i == 0:
+                m.d.comb += d0_next.eq(nxt)
+
+        d0 = delta[0]
+        m.d.comb += [gamma_next.eq(gamma), k_next.eq(k), running_next.eq(running)]
+        with m.If(self.i_load):
+            m.d.comb += [gamma_next.eq(1), k_next.eq(0), running_next.eq(1)]
+            m.d.sync += r.eq(0)
+        with m.Elif(running):
+            with m.If((d0 != 0) & (k >= 0)):
+                m.d.comb += [gamma_next.eq(d0), k_next.eq(-k - 1)]
             with m.Else():
-                m.d.sync += k.eq(k + 1)
+                m.d.comb += k_next.eq(k + 1)
             m.d.sync += r.eq(r + 1)
             with m.If(r == NPAR - 1):
-                m.d.sync += [running.eq(0), done.eq(1)]
+                m.d.comb += running_next.eq(0)
+                m.d.sync += done.eq(1)
+        m.d.sync += [gamma.eq(gamma_next), k.eq(k_next), running.eq(running_next)]
         with m.If(self.i_take):
             m.d.sync += done.eq(0)
         return m

@@ -11,9 +11,8 @@ from fusionfabric.formats import fec as code
 from fusionfabric.formats.fec_pcs import (AM_PERIOD, BLOCKS_PER_CW, XBITS, am_blocks,
                                           check_params)
 from fusionfabric.formats.pcs import KNOWN_TYPES, WORD, BlockType, control_word
-from fusionfabric.rtl.fec.decoder import RsDecoder
+from fusionfabric.rtl.fec.decoder import RsDecoder, decoder_latency
 from fusionfabric.rtl.fec.deskew import Deskew
-from fusionfabric.rtl.fec.keyeq import RiBM
 from fusionfabric.rtl.fec.lock import HUNT_PERIODS, ID_BITS, LOSS_LIMIT, LaneLock
 from fusionfabric.rtl.hdl import popcount
 
@@ -70,14 +69,10 @@ def detranscode(m: Module, bits, name: str = "dtc"):
     return words, err
 
 
-def _decoder_latency(B: int, bypass_correction: bool) -> int:
-    return B - 1 + (1 if bypass_correction else RiBM.LATENCY) + 3
-
-
 def rx_latency(n_lanes: int, symbols: int, bypass_correction: bool = False) -> int:
     """:attr:`FecPcsRx.latency` of a receiver with these parameters, without building one."""
     S, B = symbols // n_lanes, code.N // symbols
-    return -(-8 // S) + _decoder_latency(B, bypass_correction) + B + 3
+    return -(-8 // S) + decoder_latency(B, bypass_correction) + B + 3
 
 
 class FecPcsRx(wiring.Component):
@@ -206,10 +201,6 @@ class FecPcsRx(wiring.Component):
             "o_relocks": Out(cw),
         })
 
-    def _decoder_latency(self) -> int:
-        """:attr:`RsDecoder.latency` (checked when the decoder is built)."""
-        return _decoder_latency(self.B, self.bypass_correction)
-
     def elaborate(self, platform):
         m = Module()
         n, P, S, B, nw = self.n_lanes, self.P, self.S, self.B, self.n_words
@@ -236,7 +227,6 @@ class FecPcsRx(wiring.Component):
         # ---- codeword beats into the decoder -------------------------------------------------
         m.submodules.decoder = dec = RsDecoder(P, bypass_correction=self.bypass_correction,
                                                counter_width=self.counter_width)
-        assert dec.latency == self._decoder_latency()
         beat = Signal(SB * P)
         for k in range(n):
             for j in range(S):
