@@ -234,11 +234,12 @@ def test_decoder_parity_bursts_gaps_backpressure(pipeline):
     assert st["counters"] == stats, f"seed {seed}: counters {st['counters']} model {stats}"
 
 
-@pytest.mark.parametrize("P,pipeline", [(4, False), (32, False), (34, True)])
+@pytest.mark.parametrize("P,pipeline", [(4, False), (32, False),
+                                        pytest.param(34, True, marks=pytest.mark.soak)])
 def test_decoder_first_and_last_beat_errors(P, pipeline):
     """Errors in the first beat of each codeword (the beat of the Chien load) and in the
     last beat, back to back at full rate, against sim.fec.decode; P = 32 has two solvers
-    loaded in turn, P = 34 with ``pipeline`` three."""
+    loaded in turn, P = 34 with ``pipeline`` three (soak: 28 s)."""
     seed = 500 + P
     rng = np.random.default_rng(seed)
     cws = model.encode(rng.integers(0, 1 << SB, (4, K)))
