@@ -212,7 +212,7 @@ class RsDecoder(wiring.Component):
             # step); the flag is read when the slot's solver is done, 30 cycles later
             strobe, source = Signal(n), synd.o_syndromes
             m.d.sync += strobe.eq(load)
-        s_load, s_synd = (strobe, synd.o_syndromes) if self.pipeline else (load, synd.o_next)
+        s_load, s_synd = (strobe, source) if self.pipeline else (load, synd.o_next)
         m.d.comb += s_nz.eq(source != 0)
         for i in range(n):
             with m.If(strobe[i]):

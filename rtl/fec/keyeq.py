@@ -94,11 +94,12 @@ class RiBM(wiring.Component):
         m.d.sync += [c_d0.eq(d0_next), c_gamma.eq(gamma_next), c_k.eq(k_next),
                      c_running.eq(running_next)]
 
+        # the step swaps theta for the shifted delta when delta_0 != 0 and k >= 0
+        lower = (running, delta[0], gamma, (delta[0] != 0) & (k >= 0))
+        upper = (c_running, c_d0, c_gamma, (c_d0 != 0) & (c_k >= 0))
         for i in range(n):
-            run, d0, gam, kk = (running, delta[0], gamma, k) if i < half else \
-                (c_running, c_d0, c_gamma, c_k)
+            run, d0, gam, swap = lower if i < half else upper
             init = self.i_syndromes[SB * i:SB * (i + 1)] if i < NPAR else int(i == 3 * T)
-            swap = (d0 != 0) & (kk >= 0)
             term = gf_mul(m, d0, theta[i], name=f"dth{i}")
             if i + 1 < n:
                 up = gf_mul(m, gam, delta[i + 1], name=f"gd{i}")
@@ -118,13 +119,13 @@ class RiBM(wiring.Component):
             if i == 0:
                 m.d.comb += d0_next.eq(nxt)
 
-        d0 = delta[0]
+        _, d0, _, swap = lower
         m.d.comb += [gamma_next.eq(gamma), k_next.eq(k), running_next.eq(running)]
         with m.If(self.i_load):
             m.d.comb += [gamma_next.eq(1), k_next.eq(0), running_next.eq(1)]
             m.d.sync += r.eq(0)
         with m.Elif(running):
-            with m.If((d0 != 0) & (k >= 0)):
+            with m.If(swap):
                 m.d.comb += [gamma_next.eq(d0), k_next.eq(-k - 1)]
             with m.Else():
                 m.d.comb += k_next.eq(k + 1)
