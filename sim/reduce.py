@@ -69,15 +69,20 @@ def tree_shape(k: int) -> str:
 ALU_LATENCY = 5
 
 
-def unit_latency(k: int, n_ports: int) -> int:
+def unit_latency(k: int, n_ports: int, *, add_stages: int = 4, pipeline: bool = False) -> int:
     """Cycles from the handshake of a chunk's last contribution to its result being valid
     on ``o_result`` in an idle ReductionUnit: 1 ingest + 1 ready FIFO + ``k`` rank-ordered
     reads + 1 memory + 1 widening + ``ALU_LATENCY`` per pairing level
-    (``ceil(log2 n_ports)`` levels) + 1 output register."""
+    (``ceil(log2 n_ports)`` levels) + 1 output register. An ``add_stages``-stage adder
+    adds ``add_stages - 4`` per level; ``pipeline`` adds 2 per level (the lanes' operand
+    registers and the native rounding in two stages) and 4 more (the memory written a
+    cycle after the table, the memory's output register, the output narrowing in two
+    stages)."""
     if not 1 <= k <= n_ports:
         raise ValueError(f"k={k} must be in 1..n_ports={n_ports}")
     depth = max(1, (n_ports - 1).bit_length())
-    return k + 5 + depth * ALU_LATENCY
+    per_level = ALU_LATENCY + (add_stages - 4) + (2 if pipeline else 0)
+    return k + 5 + depth * per_level + (4 if pipeline else 0)
 
 
 # -- pairwise operations on bit patterns ---------------------------------------------------

@@ -45,24 +45,34 @@ def test_widen_exhaustive(dtype):
     assert np.all(np.isnan(np.array(got, np.uint32)[nan].view(np.float32)))
 
 
+@pytest.mark.parametrize("pipelined", [False, True], ids=["comb", "pipelined"])
 @pytest.mark.parametrize("dtype", NARROW, ids=lambda d: d.name)
-def test_narrow_edges_and_random(dtype):
+def test_narrow_edges_and_random(dtype, pipelined):
     x = edge_f32()
-    got = run_parallel(lambda: Narrow(dtype), {"a": 32}, {"y": 16}, {"a": x.tolist()},
-                       n=256)["y"]
+    if pipelined:       # two register stages, one pattern set per cycle
+        got = run_pipelined(lambda: Narrow(dtype, pipelined=True), 2, {"a": 32}, {"y": 16},
+                            {"a": x.tolist()}, n=256)["y"]
+    else:
+        got = run_parallel(lambda: Narrow(dtype), {"a": 32}, {"y": 16}, {"a": x.tolist()},
+                           n=256)["y"]
     check(f"narrow {dtype.name}", x, x, got, R.narrow(x, dtype))
 
 
+@pytest.mark.parametrize("pipelined", [False, True], ids=["comb", "pipelined"])
 @pytest.mark.parametrize("dtype", NARROW, ids=lambda d: d.name)
-def test_round_narrow_equals_widen_of_narrow(dtype):
+def test_round_narrow_equals_widen_of_narrow(dtype, pipelined):
     # plus ties and near-ties at every rounding position of the fp16 subnormal range
     ties = [(e << 23) | f for e in range(98, 118) for r in range(1, 24)
             for f in ((1 << (r - 1)), (1 << (r - 1)) + 1, (1 << (r - 1)) - 1, (3 << (r - 1)),
                       (3 << (r - 1)) & 0x7FFFFF, (1 << r), 0x7FFFFF ^ (1 << (r - 1)))]
     x = np.concatenate([edge_f32(), np.array(ties, np.uint32),
                         np.array(ties, np.uint32) | np.uint32(0x80000000)])
-    got = run_parallel(lambda: RoundNarrow(dtype), {"a": 32}, {"y": 32}, {"a": x.tolist()},
-                       n=128)["y"]
+    if pipelined:       # one register stage
+        got = run_pipelined(lambda: RoundNarrow(dtype, pipelined=True), 1, {"a": 32},
+                            {"y": 32}, {"a": x.tolist()}, n=128)["y"]
+    else:
+        got = run_parallel(lambda: RoundNarrow(dtype), {"a": 32}, {"y": 32},
+                           {"a": x.tolist()}, n=128)["y"]
     check(f"round to {dtype.name}", x, x, got, R.widen(R.narrow(x, dtype), dtype))
 
 
@@ -113,9 +123,9 @@ def lane_expected(a, b, dtype, op, native):
     return a if op == OP_BYPASS else R.combine(a, b, dtype, op)
 
 
-def check_lane(make, dtype, rng, n, name):
-    """``n`` random steps of a LaneAlu from ``make``: every op (and BYPASS) and native
-    on/off, switched cycle by cycle, against :func:`lane_expected`."""
+def check_lane(make, dtype, rng, n, name, latency=LaneAlu.LATENCY):
+    """``n`` random steps of a LaneAlu from ``make`` (of ``latency`` cycles): every op (and
+    BYPASS) and native on/off, switched cycle by cycle, against :func:`lane_expected`."""
     if dtype in NARROW:
         a = R.widen(R.random_bits(rng, dtype, n, 0.2), dtype)
         b = R.widen(R.random_bits(rng, dtype, n, 0.2), dtype)
@@ -123,7 +133,7 @@ def check_lane(make, dtype, rng, n, name):
         a, b = (R.random_bits(rng, dtype, n, 0.2) for _ in range(2))
     ops = rng.integers(0, 4, n)
     nat = rng.integers(0, 2, n)
-    got = run_pipelined(make, LaneAlu.LATENCY, {"a": 32, "b": 32, "op": 2, "native": 1},
+    got = run_pipelined(make, latency, {"a": 32, "b": 32, "op": 2, "native": 1},
                         {"y": 32}, {"a": a.tolist(), "b": b.tolist(), "op": ops.tolist(),
                                     "native": nat.tolist()},
                         consts={"dtype": int(dtype)}, n=4)["y"]

@@ -19,6 +19,9 @@ CONFIGS = [
      {"chunks": 1, "idle": 0.0, "backpressure": 0.5}),
     ("p16-w32-c8", {"n_ports": 16, "data_width": 32, "n_chunks": 8, "n_groups": 16},
      {"chunks": 1, "expect_full": 0}),
+    ("p5-w64-c2-pipeline", {"n_ports": 5, "data_width": 64, "n_chunks": 2, "n_groups": 16,
+                            "pipeline": True, "add_stages": 6},
+     {"chunks": 2, "expect_full": 1}),
 ]
 VERILATOR = {"p3-w32-c1"}
 

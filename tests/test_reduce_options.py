@@ -2,11 +2,13 @@
 
 ``dtypes``: a unit built with a subset of the dtype paths reduces every built dtype × op
 bit-exact (random arrival order, idle, backpressure) and counts every contribution of an
-unbuilt dtype in ``o_invalid``, with no result. ``add_stages = 5, 6``: the fp32 adder is
+unbuilt dtype in ``o_invalid``, with no result. ``add_stages = 5, 6, 7``: the fp32 adder is
 bit-exact on special, random and near-cancelling pairs; the unit with 6 is bit-exact, its
 latency is the default's plus two cycles per pairing level, and its throughput is
 unchanged. ``cycles_per_flit = f``: bit-exact, latency ``k * (f - 1)`` cycles above the
-default's, throughput 1/f. Bad values: ValueError naming the value; the CLI exits 2 with
+default's, throughput 1/f. ``pipeline``: bit-exact with every other option, latency
+``4 + 2 depth`` above the unit without it, throughput unchanged; a chunk id reused back to
+back. Bad values: ValueError naming the value; the CLI exits 2 with
 one line.
 """
 
@@ -87,7 +89,7 @@ def test_lane_subset_all_ops(text):
                    f"lane[{text}] {dtype.name}")
 
 
-@pytest.mark.parametrize("stages", [5, 6])
+@pytest.mark.parametrize("stages", [5, 6, 7])
 def test_fp32_add_more_stages(stages):
     a, b = pairs(Dtype.FP32, 4000, 17)
     rng = np.random.default_rng(18)
@@ -171,12 +173,81 @@ def test_cycles_per_flit_bit_exact_latency_throughput(f, width, n_ports, dtypes)
     assert st["o_full_cycles"] > 0
 
 
+@pytest.mark.parametrize("dtype", list(Dtype), ids=lambda d: d.name)
+def test_lane_pipeline_all_ops(dtype):
+    """A lane with ``pipeline`` (operand registers, two-stage native rounding) and the
+    7-stage adder: every op, BYPASS and native switched cycle by cycle, bit-exact."""
+    assert LaneAlu.latency_of(7, True) == 10
+    check_lane(lambda: LaneAlu(add_stages=7, pipeline=True), dtype,
+               np.random.default_rng([int(dtype), 7]), 600, f"lane {dtype.name} pipeline",
+               latency=10)
+
+
+@pytest.mark.parametrize("n_ports,width,add_stages,f", [(5, 32, 4, 1), (8, 64, 7, 1),
+                                                         (4, 64, 4, 2)])
+def test_pipeline_bit_exact_latency_throughput(n_ports, width, add_stages, f):
+    """``pipeline``: every dtype × op bit-exact with idle and backpressure, duplicates and
+    non-members counted; latency = the model's ``unit_latency(..., pipeline=True)``, 4 +
+    2 depth above the same unit without it; throughput unchanged (1/f)."""
+    rng = np.random.default_rng([n_ports, width, add_stages, f])
+    kw = dict(n_ports=n_ports, data_width=width, n_chunks=4, add_stages=add_stages,
+              cycles_per_flit=f, pipeline=True)
+    combos = [(d, o) for d in Dtype for o in Op]
+    groups = random_groups(rng, n_ports, [(2, 3, n_ports)[i % 3] for i in range(len(combos))],
+                           *zip(*combos))
+    t = make_traffic(rng, n_ports, width, groups, 1, window=3, special=0.15, duplicates=4,
+                     nonmembers=3)
+    got, st = simulate(ReductionUnit(n_groups=16, **kw), t, idle=0.2, backpressure=0.3,
+                       seed=15)
+    check_results(t, got)
+    assert st["o_contributions"] == t.n_contributions and st["o_invalid"] == 0
+    assert (st["o_duplicate"], st["o_nonmember"]) == (t.n_duplicate, t.n_nonmember)
+    depth = max(1, (n_ports - 1).bit_length())
+    for k in (n_ports, 2):
+        g = random_groups(rng, n_ports, [k], [Dtype.BF16], [Op.SUM])
+        t1 = make_traffic(rng, n_ports, width, g, 1, window=1)
+        u = ReductionUnit(n_groups=2, **kw)
+        got, st = simulate(u, t1, seed=16)
+        check_results(t1, got)
+        lat = st["result_cycles"][0] - st["accept_cycles"][-1]
+        base = unit_latency(k, n_ports, add_stages=add_stages) + k * (f - 1)
+        assert lat == u.latency(k) == base + 4 + 2 * depth, (k, lat)
+        assert lat == unit_latency(k, n_ports, add_stages=add_stages, pipeline=True) + \
+            k * (f - 1), (k, lat)
+    g = random_groups(rng, n_ports, [n_ports], [Dtype.FP32], [Op.SUM])
+    t2 = make_traffic(rng, n_ports, width, g, 20, window=2, chunk_base=50)
+    got, st = simulate(ReductionUnit(n_groups=2, **kw), t2, seed=17)
+    check_results(t2, got)
+    acc = st["accept_cycles"][len(st["accept_cycles"]) // 2:]
+    rate = (len(acc) - 1) / (acc[-1] - acc[0])
+    assert 0.95 / f <= rate <= 1.1 / f, rate
+
+
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_chunk_reuse_back_to_back(pipeline):
+    """A chunk id reused right after its chunk completes: one member's next contribution
+    is sent 12 times back to back, so that copies reach the table while the old chunk is
+    streamed, in the cycle its slot is freed and after the new chunk is open. Every copy
+    but one is a duplicate, and both reductions are bit-exact."""
+    rng = np.random.default_rng(18)
+    g = random_groups(rng, 4, [3], [Dtype.INT32], [Op.SUM])
+    t1 = make_traffic(rng, 4, 32, g, 1, window=1, chunk_base=7)
+    t2 = make_traffic(rng, 4, 32, g, 1, window=1, chunk_base=7)
+    t1.flits += [t2.flits[0]] * 12 + t2.flits[1:]
+    got, st = simulate(ReductionUnit(n_ports=4, data_width=32, n_chunks=2, n_groups=2,
+                                     pipeline=pipeline), t1, seed=19, n_results=2, reuse=True)
+    (key, (want1, *_)), = t1.expected.items()
+    assert [f["data"] for f in got[key]] == [want1, t2.expected[key][0]]
+    assert (st["o_duplicate"], st["o_contributions"], st["o_results"]) == (11, 6, 2)
+
+
 @pytest.mark.parametrize("kw,msg", [
     ({"dtypes": "fp64"}, "'fp64'"), ({"dtypes": "bf16,,fp32"}, "bf16,,fp32"),
     ({"dtypes": ""}, "dtypes=''"), ({"dtypes": []}, "empty"), ({"dtypes": [9]}, r"\[9\]"),
-    ({"add_stages": 7}, "add_stages=7"), ({"add_stages": True}, "add_stages=True"),
+    ({"add_stages": 8}, "add_stages=8"), ({"add_stages": True}, "add_stages=True"),
     ({"cycles_per_flit": 3}, "cycles_per_flit=3 .* 2 ALU lanes"),
     ({"cycles_per_flit": 0}, "cycles_per_flit=0"),
+    ({"pipeline": 1}, "pipeline=1"),
     ({"cycles_per_flit": 2, "dtypes": "fp32"}, "cycles_per_flit=2 .* 1 ALU lanes"),
 ])
 def test_bad_option_values(kw, msg):

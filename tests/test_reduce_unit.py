@@ -73,12 +73,13 @@ def test_duplicate_after_completion_counted():
     assert st["o_duplicate"] == 1 and st["o_contributions"] == 4 and st["o_results"] == 1
 
 
-def test_table_full_backpressure_counted_not_dropped():
+@pytest.mark.parametrize("pipeline", [False, True])
+def test_table_full_backpressure_counted_not_dropped(pipeline):
     """Two slots, two chunks live at a time (the documented contract: at most n_chunks
     chunks in flight): a completed chunk keeps its slot while it is streamed, so the next
     chunk's first contribution waits; it is held, counted, and nothing is lost."""
     rng = np.random.default_rng(12)
-    dut = ReductionUnit(n_ports=4, data_width=32, n_chunks=2, n_groups=2)
+    dut = ReductionUnit(n_ports=4, data_width=32, n_chunks=2, n_groups=2, pipeline=pipeline)
     groups = random_groups(rng, 4, [4], [Dtype.BF16], [Op.SUM], native=False)
     t = make_traffic(rng, 4, 32, groups, 12, window=2)
     got, st = simulate(dut, t, seed=3, max_cycles=5000)

@@ -1,4 +1,5 @@
-"""fp16/bf16 ↔ fp32 conversion (IEEE 754-2019 §5.4.2 formatOf-convert), combinational.
+"""fp16/bf16 ↔ fp32 conversion (IEEE 754-2019 §5.4.2 formatOf-convert), combinational or,
+for the narrowing, pipelined.
 
 Widening is exact (fp16 subnormals are normalized, bf16 is the top half of fp32).
 Narrowing rounds to nearest, ties to even, keeps subnormals, overflows to infinity and
@@ -84,15 +85,21 @@ class Widen(wiring.Component):
 
 
 class Narrow(wiring.Component):
-    """fp32 → fp16 or bf16, round to nearest even (combinational).
+    """fp32 → fp16 or bf16, round to nearest even (combinational, or in two stages).
 
     Parameters
     ----------
     dtype : Dtype
         ``Dtype.FP16`` or ``Dtype.BF16``.
+    pipelined : bool, optional
+        Two register stages (enabled by ``en``): (1) the significand, the right shift and
+        the exponent field; (2) the shifted significand and the round-up bit; ``y`` then
+        adds them and decides overflow.
 
     Members
     -------
+    en : In(1)
+        Only with ``pipelined``: clock enable of both stages.
     a : In(32)
         fp32 bit pattern.
     y : Out(16)
@@ -101,12 +108,27 @@ class Narrow(wiring.Component):
 
     Timing
     ------
-    Combinational, no state.
+    Combinational, no state; with ``pipelined`` ``y`` follows ``a`` by :attr:`latency` = 2
+    enabled cycles. No reset.
     """
 
-    def __init__(self, dtype):
+    def __init__(self, dtype, pipelined=False):
         self.dtype = _check(dtype)
-        super().__init__({"a": In(32), "y": Out(16)})
+        self.pipelined = bool(pipelined)
+        self.latency = 2 if self.pipelined else 0
+        ports = {"a": In(32), "y": Out(16)}
+        if self.pipelined:
+            ports["en"] = In(1)
+        super().__init__(ports)
+
+    def _reg(self, m, *values):
+        """``values`` registered (enabled by ``en``) when pipelined, else themselves."""
+        if not self.pipelined:
+            return values
+        regs = [Signal.like(v) if isinstance(v, Signal) else Signal(len(v)) for v in values]
+        with m.If(self.en):
+            m.d.sync += [r.eq(v) for r, v in zip(regs, values)]
+        return regs
 
     def elaborate(self, platform):
         m = Module()
@@ -130,6 +152,11 @@ class Narrow(wiring.Component):
             far = Signal()
             m.d.comb += far.eq(e1 <= lim - (25 - base))
             m.d.comb += sh.eq(Mux(normal, base, Mux(far, 25, ((base + lim) - e1)[:5])))
+        if self.pipelined:
+            exp_part = Signal(8)
+            m.d.comb += exp_part.eq(Mux(normal, (e1 - lim)[:8], 0))
+            nan, einf = (e == 0xFF) & (f != 0), e == 0xFF
+            sig, sh, exp_part, nan, einf, s = self._reg(m, sig, sh, exp_part, nan, einf, s)
         q = Signal(24)
         m.d.comb += q.eq(sig >> sh)
         # guard bit and the bits below it, selected by constant masks (no subtraction)
@@ -145,15 +172,18 @@ class Narrow(wiring.Component):
         guard = (sig & half[:24]) != 0
         sticky = (sig & below[:24]) != 0
         up = guard & (sticky | q[0])
-        exp_part = Signal(8)
-        m.d.comb += exp_part.eq(Mux(normal, (e1 - lim)[:8], 0))
+        if self.pipelined:
+            q, up, exp_part, nan, einf, s = self._reg(m, q, up, exp_part, nan, einf, s)
+        else:
+            exp_part = Signal(8)
+            m.d.comb += exp_part.eq(Mux(normal, (e1 - lim)[:8], 0))
+            nan, einf = (e == 0xFF) & (f != 0), e == 0xFF
         field = Signal(20)
         m.d.comb += field.eq((exp_part << M) + q + up)
         inf_field = ((1 << E) - 1) << M
-        nan = (e == 0xFF) & (f != 0)
         with m.If(nan):
             m.d.comb += y.eq(CANONICAL_QNAN[self.dtype])
-        with m.Elif((e == 0xFF) | (field >= inf_field)):
+        with m.Elif(einf | (field >= inf_field)):
             m.d.comb += y.eq(Cat(Const(inf_field, 15), s))
         with m.Else():
             m.d.comb += y.eq(Cat(field[:15], s))
@@ -173,20 +203,35 @@ class RoundNarrow(wiring.Component):
     ----------
     dtype : Dtype
         ``Dtype.FP16`` or ``Dtype.BF16``.
+    pipelined : bool, optional
+        One register stage (enabled by ``en``): the magnitude, its sign and what the
+        exponent decides (NaN, and for fp16 the number of dropped bits and the ranges
+        that give zero, the smallest subnormal or infinity) are registered; ``y`` then
+        adds the rounding constant and masks.
 
     Members
     -------
+    en : In(1)
+        Only with ``pipelined``: clock enable.
     a : In(32)
     y : Out(32)
 
     Timing
     ------
-    Combinational, no state.
+    Combinational, no state; with ``pipelined`` ``y`` follows ``a`` by :attr:`latency` = 1
+    enabled cycle. No reset.
     """
 
-    def __init__(self, dtype):
+    def __init__(self, dtype, pipelined=False):
         self.dtype = _check(dtype)
-        super().__init__({"a": In(32), "y": Out(32)})
+        self.pipelined = bool(pipelined)
+        self.latency = 1 if self.pipelined else 0
+        ports = {"a": In(32), "y": Out(32)}
+        if self.pipelined:
+            ports["en"] = In(1)
+        super().__init__(ports)
+
+    _reg = Narrow._reg
 
     def elaborate(self, platform):
         m = Module()
@@ -196,6 +241,8 @@ class RoundNarrow(wiring.Component):
         nan = (e == 0xFF) & (a[:23] != 0)
         qnan = CANONICAL_QNAN[Dtype.FP32]
         rounded = Signal(32)
+        if self.pipelined:
+            return self._elaborate_pipelined(m, a, s, e, mag, nan, qnan, rounded)
         if self.dtype == Dtype.BF16:
             m.d.comb += rounded.eq(((mag + 0x7FFF + mag[16]) >> 16) << 16)
             with m.If(nan):
@@ -230,6 +277,45 @@ class RoundNarrow(wiring.Component):
         with m.Elif(e == 102):                  # [2^-25, 2^-24): tie → 0, above → 2^-24
             m.d.comb += y.eq(Cat(Mux(a[:23] != 0, Const(0x33800000, 31), 0), s))
         with m.Elif(mag >= 0x477FF000):         # 65520 and above round to inf (RNE)
+            m.d.comb += y.eq(Cat(Const(0x7F800000, 31), s))
+        with m.Else():
+            m.d.comb += y.eq(Cat(rounded[:31], s))
+        return m
+
+    def _elaborate_pipelined(self, m, a, s, e, mag, nan, qnan, rounded):
+        """The same rounding with the exponent's decisions registered first."""
+        y = self.y
+        if self.dtype == Dtype.BF16:
+            mag, s, nan = self._reg(m, mag, s, nan)
+            m.d.comb += rounded.eq(((mag + 0x7FFF + mag[16]) >> 16) << 16)
+            m.d.comb += y.eq(Mux(nan, qnan, Cat(rounded[:31], s)))
+            return m
+        # r = dropped bits (13 for normals, 126 - e for e in 103..112), registered; the
+        # rounding constant, mask and LSB are decoded from it after the register
+        r = Const(13, 5)
+        for ev in range(103, 113):
+            r = Mux(e == ev, 126 - ev, r)
+        zero, tiny = e < 102, e == 102
+        tiny_up = a[:23] != 0
+        inf = mag >= 0x477FF000
+        mag, s, nan, r, zero, tiny, tiny_up, inf = self._reg(m, mag, s, nan, r, zero, tiny,
+                                                             tiny_up, inf)
+        half_m1 = Signal(32)
+        keep = Signal(32)
+        lsb = Signal()
+        with m.Switch(r):
+            for rv in range(13, 24):
+                with m.Case(rv):
+                    m.d.comb += [half_m1.eq((1 << (rv - 1)) - 1),
+                                 keep.eq((0x7FFFFFFF >> rv) << rv), lsb.eq(mag[rv])]
+        m.d.comb += rounded.eq((mag + half_m1 + lsb) & keep)
+        with m.If(nan):
+            m.d.comb += y.eq(qnan)
+        with m.Elif(zero):
+            m.d.comb += y.eq(Cat(Const(0, 31), s))
+        with m.Elif(tiny):
+            m.d.comb += y.eq(Cat(Mux(tiny_up, Const(0x33800000, 31), 0), s))
+        with m.Elif(inf):
             m.d.comb += y.eq(Cat(Const(0x7F800000, 31), s))
         with m.Else():
             m.d.comb += y.eq(Cat(rounded[:31], s))

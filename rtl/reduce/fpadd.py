@@ -1,4 +1,4 @@
-"""IEEE 754 binary32 adder, four to six pipeline stages, round to nearest even."""
+"""IEEE 754 binary32 adder, four to seven pipeline stages, round to nearest even."""
 
 from __future__ import annotations
 
@@ -28,12 +28,17 @@ class Fp32Add(wiring.Component):
     (4) round, detect overflow, pack. ``stages=5`` splits stage 2: (2a) the aligned
     smaller significand with its sticky bit is registered, (2b) add or subtract.
     ``stages=6`` also splits stage 3: (3a) the leading-zero count is registered, (3b) the
-    shift amount is limited and the sum shifted.
+    shift amount is limited and the sum shifted. ``stages=7`` also adds a stage before
+    stage 1: (0) the magnitude order of the operands and both exponent differences, each
+    limited to 27, are registered with the operands, so that stage 1 only selects; stage
+    2a then takes the sticky bit as the OR of the bits shifted out (a mask), beside the
+    shift; stage 3a registers the limited shift amount instead of the leading-zero
+    count; and stage 4 decides overflow beside the rounding carry instead of after it.
 
     Parameters
     ----------
     stages : int, optional
-        4 (default), 5 or 6 pipeline stages; the result is the same bit for bit.
+        4 (default), 5, 6 or 7 pipeline stages; the result is the same bit for bit.
 
     Members
     -------
@@ -52,12 +57,12 @@ class Fp32Add(wiring.Component):
     """
 
     LATENCY = 4
-    STAGES = (4, 5, 6)
+    STAGES = (4, 5, 6, 7)
 
     @classmethod
     def check_stages(cls, stages):
         if isinstance(stages, bool) or stages not in cls.STAGES:
-            raise ValueError(f"add_stages={stages!r} must be 4, 5 or 6")
+            raise ValueError(f"add_stages={stages!r} must be 4, 5, 6 or 7")
         return stages
 
     def __init__(self, stages=LATENCY):
@@ -83,7 +88,22 @@ class Fp32Add(wiring.Component):
         def is_inf(v):
             return (v[23:31] == 0xFF) & (v[:23] == 0)
 
-        swap = b[:31] > a[:31]
+        fast = self.stages == 7
+        if fast:
+            # stage 0: magnitude order and both exponent differences, limited to 27
+            def exp1(v):
+                return Mux(v[23:31] == 0, 1, v[23:31])
+
+            def limited(dv):
+                return Mux(dv > 27, 27, dv)
+
+            nan0 = is_nan(a) | is_nan(b) | (is_inf(a) & is_inf(b) & (a[31] != b[31]))
+            a, b, swap, d_ab, d_ba, nan0 = self._stage(
+                m, "s0", a=a, b=b, swap=b[:31] > a[:31],
+                d_ab=limited((exp1(a) - exp1(b))[:8]), d_ba=limited((exp1(b) - exp1(a))[:8]),
+                nan=nan0)
+        else:
+            swap = b[:31] > a[:31]
         x = Mux(swap, b, a)
         y_ = Mux(swap, a, b)
         ex, ey = x[23:31], y_[23:31]
@@ -96,20 +116,24 @@ class Fp32Add(wiring.Component):
             st += [
                 s1_sx.eq(x[31]), s1_sy.eq(y_[31]), s1_e.eq(ex1),
                 s1_mx.eq(Cat(x[:23], ex != 0)), s1_my.eq(Cat(y_[:23], ey != 0)),
-                s1_d.eq(ex1 - ey1),
-                s1_nan.eq(is_nan(a) | is_nan(b) | (is_inf(a) & is_inf(b) & (a[31] != b[31]))),
+                s1_d.eq(Mux(swap, d_ba, d_ab) if fast else ex1 - ey1),
+                s1_nan.eq(nan0 if fast else
+                          is_nan(a) | is_nan(b) | (is_inf(a) & is_inf(b) & (a[31] != b[31]))),
                 s1_inf.eq(ex == 0xFF),
             ]
         # -- stage 2: align with guard/round/sticky, add or subtract ----------------------
         d = Signal(5)
-        m.d.comb += d.eq(Mux(s1_d > 27, 27, s1_d))
+        m.d.comb += d.eq(s1_d[:5] if fast else Mux(s1_d > 27, 27, s1_d))
         mx27 = Cat(Const(0, 3), s1_mx)
         my27 = Signal(27)
         m.d.comb += my27.eq(Cat(Const(0, 3), s1_my))
         shifted = Signal(27)
         m.d.comb += shifted.eq(my27 >> d)
         sticky = Signal()
-        m.d.comb += sticky.eq((shifted << d)[:27] != my27)
+        if fast:                # the bits below position d, beside the shift
+            m.d.comb += sticky.eq((my27 & ~(Const((1 << 27) - 1, 27) << d)[:27]) != 0)
+        else:
+            m.d.comb += sticky.eq((shifted << d)[:27] != my27)
         my_al = Cat(shifted[0] | sticky, shifted[1:])
         if self.stages >= 5:
             # stage 2a: register the aligned operands
@@ -130,13 +154,20 @@ class Fp32Add(wiring.Component):
         for i in range(27):
             with m.If(s2_sum[i]):
                 m.d.comb += lz.eq(26 - i)
-        if self.stages == 6:
+        if fast:
+            # stage 3a: register the limited shift amount beside the sum
+            lim_sh = Signal(range(28))
+            m.d.comb += lim_sh.eq(Mux(lz > s2_e - 1, s2_e - 1, lz))
+            s2_sum, lz, s2_sx, s2_zsign, s2_e, s2_nan, s2_inf = self._stage(
+                m, "s3a", sum=s2_sum, lz=lim_sh, sx=s2_sx, zsign=s2_zsign, e=s2_e, nan=s2_nan,
+                inf=s2_inf)
+        elif self.stages == 6:
             # stage 3a: register the leading-zero count beside the sum
             s2_sum, lz, s2_sx, s2_zsign, s2_e, s2_nan, s2_inf = self._stage(
                 m, "s3a", sum=s2_sum, lz=lz, sx=s2_sx, zsign=s2_zsign, e=s2_e, nan=s2_nan,
                 inf=s2_inf)
         sh = Signal(range(28))
-        m.d.comb += sh.eq(Mux(lz > s2_e - 1, s2_e - 1, lz))
+        m.d.comb += sh.eq(lz if fast else Mux(lz > s2_e - 1, s2_e - 1, lz))
         s3_n, s3_e = Signal(27), Signal(9)
         s3_s, s3_zero, s3_nan, s3_inf = Signal(), Signal(), Signal(), Signal()
         with m.If(self.en):
@@ -161,10 +192,14 @@ class Fp32Add(wiring.Component):
             m.d.comb += [mant_n.eq(mant[1:25]), e_n.eq(s3_e + 1)]
         with m.Else():
             m.d.comb += [mant_n.eq(mant[:24]), e_n.eq(s3_e)]
+        if fast:                # overflow from the exponent beside the rounding carry
+            overflow = (s3_e >= 0xFF) | (mant[24] & (s3_e == 0xFE))
+        else:
+            overflow = e_n >= 0xFF
         with m.If(self.en):
             with m.If(s3_nan):
                 st += self.y.eq(QNAN32)
-            with m.Elif(s3_inf | (e_n >= 0xFF)):
+            with m.Elif(s3_inf | overflow):
                 st += self.y.eq(Cat(Const(0, 23), Const(0xFF, 8), s3_s))
             with m.Elif(s3_zero):
                 st += self.y.eq(Cat(Const(0, 31), s3_s))

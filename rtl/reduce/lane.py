@@ -37,8 +37,14 @@ class LaneAlu(wiring.Component):
         comparator keeps only the built orders. Another dtype code gives an undefined
         result (the unit rejects it before it reaches a lane).
     add_stages : int, optional
-        Pipeline stages of the fp32 adder, 4 (default), 5 or 6
+        Pipeline stages of the fp32 adder, 4 (default), 5, 6 or 7
         (:class:`~rtl.reduce.fpadd.Fp32Add`); the lane's latency is ``add_stages + 1``.
+    pipeline : bool, optional
+        Register the operands (with ``op``, ``dtype`` and ``native``) as they enter, and
+        split the native rounding in two (:class:`~rtl.reduce.convert.RoundNarrow` with
+        ``pipelined``): two more cycles (latency ``add_stages + 3``), so that no path runs
+        from the lane's inputs into the adder, the comparator or the integer adder, or from
+        the adder's packing through the whole rounding.
 
     Members
     -------
@@ -58,30 +64,39 @@ class LaneAlu(wiring.Component):
     Timing
     ------
     Latency :attr:`LATENCY` = 5 enabled cycles (4 for :class:`~rtl.reduce.fpadd.Fp32Add`,
-    1 for the optional native rounding; ``add_stages + 1`` in general, :attr:`latency`);
+    1 for the optional native rounding; ``add_stages + 1 + 2 * pipeline`` in general,
+    :attr:`latency`);
     one op per enabled cycle, for every ``dtypes``. No reset.
     """
 
     LATENCY = Fp32Add.LATENCY + 1
 
     @staticmethod
-    def latency_of(add_stages: int = Fp32Add.LATENCY) -> int:
-        """The lane's latency with an ``add_stages``-stage adder (ValueError naming a bad
-        value)."""
-        return Fp32Add.check_stages(add_stages) + 1
+    def latency_of(add_stages: int = Fp32Add.LATENCY, pipeline: bool = False) -> int:
+        """The lane's latency with an ``add_stages``-stage adder, and with ``pipeline``
+        (ValueError naming a bad value)."""
+        return Fp32Add.check_stages(add_stages) + 1 + (2 if pipeline else 0)
 
-    def __init__(self, dtypes=None, add_stages=Fp32Add.LATENCY):
+    def __init__(self, dtypes=None, add_stages=Fp32Add.LATENCY, pipeline=False):
         from .simd import parse_dtypes
         self.dtypes = parse_dtypes(dtypes)
         self.add_stages = Fp32Add.check_stages(add_stages)
-        self.latency = add_stages + 1
+        self.pipeline = bool(pipeline)
+        self.latency = self.latency_of(add_stages, pipeline)
         super().__init__({"en": In(1), "a": In(32), "b": In(32), "op": In(2),
                           "dtype": In(3), "native": In(1), "y": Out(32)})
 
     def elaborate(self, platform):
         m = Module()
         en = self.en
-        a, b, op, dtype = self.a, self.b, self.op, self.dtype
+        a, b, op, dtype, native = self.a, self.b, self.op, self.dtype, self.native
+        if self.pipeline:
+            i_a, i_b, i_op, i_dtype, i_native = (Signal(32), Signal(32), Signal(2), Signal(3),
+                                                 Signal())
+            with m.If(en):
+                m.d.sync += [i_a.eq(a), i_b.eq(b), i_op.eq(op), i_dtype.eq(dtype),
+                             i_native.eq(native)]
+            a, b, op, dtype, native = i_a, i_b, i_op, i_dtype, i_native
         d = self.dtypes
         floats = [dt for dt in (Dtype.FP32, Dtype.FP16, Dtype.BF16) if dt in d]
         has_int = bool(d & {Dtype.INT32, Dtype.UINT32})
@@ -111,9 +126,9 @@ class LaneAlu(wiring.Component):
         narrow_to = Signal(2)       # 0: none, 1: fp16, 2: bf16
         nar = 0
         if Dtype.BF16 in d:
-            nar = Mux(self.native & (dtype == Dtype.BF16), 2, nar)
+            nar = Mux(native & (dtype == Dtype.BF16), 2, nar)
         if Dtype.FP16 in d:
-            nar = Mux(self.native & (dtype == Dtype.FP16), 1, nar)
+            nar = Mux(native & (dtype == Dtype.FP16), 1, nar)
         m.d.comb += narrow_to.eq(nar)
         # delay line for everything but the adder: add_stages stages
         d_other, d_use, d_nar = other, use_add, narrow_to
@@ -124,15 +139,24 @@ class LaneAlu(wiring.Component):
             d_other, d_use, d_nar = r_other, r_use, r_nar
         sel = Signal(32)
         m.d.comb += sel.eq(Mux(d_use, add.y, d_other) if floats else d_other)
-        # native rounding stage: round to the narrow format, kept in fp32
-        out = sel
+        # native rounding stage: round to the narrow format, kept in fp32; with pipeline
+        # the rounders register their first half, and the result that is not rounded
+        # waits beside them
         rounders = []
         for dt, code in ((Dtype.FP16, 1), (Dtype.BF16, 2)):
             if dt in d:
-                r = m.submodules[f"round_{dt.name.lower()}"] = RoundNarrow(dt)
+                r = m.submodules[f"round_{dt.name.lower()}"] = RoundNarrow(dt, self.pipeline)
                 rounders.append((r, code))
         if rounders:
             m.d.comb += [r.a.eq(sel) for r, _ in rounders]
+            if self.pipeline:
+                m.d.comb += [r.en.eq(en) for r, _ in rounders]
+        if self.pipeline:
+            r_sel, r_nar = Signal(32), Signal(2)
+            with m.If(en):
+                m.d.sync += [r_sel.eq(sel), r_nar.eq(d_nar)]
+            sel, d_nar = r_sel, r_nar
+        out = sel
         for r, code in reversed(rounders):
             out = Mux(d_nar == code, r.y, out)
         with m.If(en):

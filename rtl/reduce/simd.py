@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -129,28 +129,45 @@ class AccToFlit(wiring.Component):
     """Accumulator lanes → flit data (combinational): FP16/BF16 lanes rounded to nearest
     even (:class:`~rtl.reduce.convert.Narrow`), FP32 NaN made canonical, INT32/UINT32 as
     they are. With ``dtypes`` only those dtypes' paths are built (:class:`FlitToAcc`).
+    With ``pipelined`` the narrowing takes two register stages
+    (:class:`~rtl.reduce.convert.Narrow`) and the 32-bit words and ``dtype`` wait beside it.
 
     Members
     -------
+    en : In(1)
+        Only with ``pipelined``: clock enable.
     acc : In(2 * data_width)
     dtype : In(3)
     data : Out(data_width)
 
     Timing
     ------
-    Combinational.
+    Combinational; with ``pipelined`` ``data`` follows ``acc`` by :attr:`latency` = 2
+    enabled cycles.
     """
 
-    def __init__(self, data_width, dtypes=None):
+    def __init__(self, data_width, dtypes=None, pipelined=False):
         self.data_width = check_data_width(data_width)
         self.dtypes = parse_dtypes(dtypes)
         self.n_lanes = acc_lanes(data_width, self.dtypes)
-        super().__init__({"acc": In(32 * self.n_lanes), "dtype": In(3),
-                          "data": Out(data_width)})
+        self.pipelined = bool(pipelined)
+        self.latency = 2 if self.pipelined else 0
+        ports = {"acc": In(32 * self.n_lanes), "dtype": In(3), "data": Out(data_width)}
+        if self.pipelined:
+            ports["en"] = In(1)
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
         d = self.dtypes
+        acc, dtype = self.acc, self.dtype
+        if self.pipelined:
+            # the words and dtype wait beside the two stages of the narrowing
+            for i in range(2):
+                r_acc, r_dtype = Signal(len(acc), name=f"acc{i}"), Signal(3, name=f"dtype{i}")
+                with m.If(self.en):
+                    m.d.sync += [r_acc.eq(acc), r_dtype.eq(dtype)]
+                acc, dtype = r_acc, r_dtype
         narrows = [dt for dt in (Dtype.FP16, Dtype.BF16) if dt in d]
         ints = bool(d & {Dtype.INT32, Dtype.UINT32})
         has32 = ints or Dtype.FP32 in d
@@ -158,26 +175,29 @@ class AccToFlit(wiring.Component):
         halves, words = [], []
         qnan = CANONICAL_QNAN[Dtype.FP32]
         for i in range(self.n_lanes):
-            lane = self.acc[32 * i:32 * i + 32]
+            lane = acc[32 * i:32 * i + 32]
             ys = []
             for dt in narrows:
-                n = m.submodules[f"narrow_{dt.name.lower()}_{i}"] = Narrow(dt)
+                n = m.submodules[f"narrow_{dt.name.lower()}_{i}"] = Narrow(dt, self.pipelined)
                 ys.append(n.y)
             for dt in narrows:
-                m.d.comb += m.submodules[f"narrow_{dt.name.lower()}_{i}"].a.eq(lane)
+                n = m.submodules[f"narrow_{dt.name.lower()}_{i}"]
+                m.d.comb += n.a.eq(self.acc[32 * i:32 * i + 32])
+                if self.pipelined:
+                    m.d.comb += n.en.eq(self.en)
             if narrows:
-                halves.append(Mux(self.dtype == Dtype.FP16, ys[0], ys[1]) if len(ys) == 2
+                halves.append(Mux(dtype == Dtype.FP16, ys[0], ys[1]) if len(ys) == 2
                               else ys[0])
             if has32 and i < n_words:
                 if Dtype.FP32 in d:
                     nan = (lane[23:31] == 0xFF) & (lane[:23] != 0)
-                    words.append(Mux((self.dtype == Dtype.FP32) & nan if ints else nan,
+                    words.append(Mux((dtype == Dtype.FP32) & nan if ints else nan,
                                      qnan, lane))
                 else:
                     words.append(lane)
         if narrows and has32:
-            narrow = (self.dtype == narrows[0]) if len(narrows) == 1 else \
-                (self.dtype == Dtype.FP16) | (self.dtype == Dtype.BF16)
+            narrow = (dtype == narrows[0]) if len(narrows) == 1 else \
+                (dtype == Dtype.FP16) | (dtype == Dtype.BF16)
             m.d.comb += self.data.eq(Mux(narrow, Cat(*halves), Cat(*words)))
         else:
             m.d.comb += self.data.eq(Cat(*(halves or words)))
@@ -199,6 +219,9 @@ class SimdAlu(wiring.Component):
     n_lanes : int, optional
         Lanes built (default :func:`acc_lanes`): fewer when the unit passes a flit through
         the ALU in slices (``cycles_per_flit``).
+    pipeline : bool, optional
+        Each lane registers its operands and its result before the native rounding
+        (:class:`LaneAlu`, two more cycles).
 
     Members
     -------
@@ -214,17 +237,18 @@ class SimdAlu(wiring.Component):
     Timing
     ------
     Latency :attr:`LATENCY` = :attr:`LaneAlu.LATENCY` = 5 enabled cycles (``add_stages +
-    1``: :attr:`latency`), one op per enabled cycle. No reset.
+    1 + 2 * pipeline``: :attr:`latency`), one op per enabled cycle. No reset.
     """
 
     LATENCY = LaneAlu.LATENCY
 
-    def __init__(self, data_width, dtypes=None, add_stages=4, n_lanes=None):
+    def __init__(self, data_width, dtypes=None, add_stages=4, n_lanes=None, pipeline=False):
         self.data_width = check_data_width(data_width)
         self.dtypes = parse_dtypes(dtypes)
         self.add_stages = add_stages
+        self.pipeline = bool(pipeline)
         self.n_lanes = n_lanes or acc_lanes(data_width, self.dtypes)
-        self.latency = LaneAlu.latency_of(add_stages)
+        self.latency = LaneAlu.latency_of(add_stages, pipeline)
         w = 32 * self.n_lanes
         super().__init__({"en": In(1), "a": In(w), "b": In(w), "op": In(2), "dtype": In(3),
                           "native": In(1), "y": Out(w)})
@@ -233,7 +257,8 @@ class SimdAlu(wiring.Component):
         m = Module()
         ys = []
         for i in range(self.n_lanes):
-            lane = m.submodules[f"lane_{i}"] = LaneAlu(self.dtypes, self.add_stages)
+            lane = m.submodules[f"lane_{i}"] = LaneAlu(self.dtypes, self.add_stages,
+                                                       self.pipeline)
             m.d.comb += [lane.en.eq(self.en), lane.op.eq(self.op), lane.dtype.eq(self.dtype),
                          lane.native.eq(self.native),
                          lane.a.eq(self.a[32 * i:32 * i + 32]),

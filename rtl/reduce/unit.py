@@ -107,7 +107,8 @@ class ReductionUnit(wiring.Component):
         the same for every ``dtypes``.
     add_stages : int
         Pipeline stages of every lane's fp32 adder: 4 (default), 5 (align and add in two
-        stages) or 6 (also the leading-zero count and the normalizing shift). Each stage
+        stages), 6 (also the leading-zero count and the normalizing shift) or 7 (also the
+        magnitude order and exponent differences before the operands are ordered). Each stage
         above 4 adds one cycle per pairing level to :meth:`latency`; throughput is
         unchanged.
     cycles_per_flit : int
@@ -116,6 +117,15 @@ class ReductionUnit(wiring.Component):
         ``cycles_per_flit`` slices, one per cycle. Throughput drops to
         ``1/cycles_per_flit`` contributions per cycle and :meth:`latency` grows by
         ``k * (cycles_per_flit - 1)``.
+    pipeline : bool
+        More register stages for the clock (default ``False``): the per-contribution checks
+        (membership, rank, group size, entry validity) and the open-chunk match are computed
+        at ingest and registered, with the match forwarded past the slot opened or freed in
+        that cycle; the contribution memory and ready FIFO are written one cycle after the
+        table update; the memory's output is registered before the widening; each lane
+        registers its operands and splits the native rounding in two; the output
+        narrowing takes two stages. :meth:`latency` grows by ``4 + 2 * depth``; throughput
+        is unchanged.
 
     Members
     -------
@@ -137,8 +147,9 @@ class ReductionUnit(wiring.Component):
     about ``k + 2`` cycles after its last contribution). Latency with an idle pipeline:
     the last contribution of a ``k``-member chunk accepted in cycle t gives ``o_result``
     valid in cycle ``t + k + 5 + depth * 5`` (:attr:`latency`); ALU latency 5 per level
-    (``add_stages + 1``). With ``cycles_per_flit = f``: one contribution per ``f`` cycles
-    sustained, latency ``t + k * f + 5 + depth * (add_stages + 1)``.
+    (``add_stages + 1``, ``add_stages + 3`` with ``pipeline``). With
+    ``cycles_per_flit = f``: one contribution per ``f`` cycles sustained, latency
+    ``t + k * f + 5 + depth * (add_stages + 1)``.
     ``o_result.ready`` low stalls the whole pipeline (slots stay busy, so ``i_contrib``
     eventually stalls too). Synchronous reset empties the table, the pipeline and the
     counters and invalidates every group.
@@ -151,7 +162,7 @@ class ReductionUnit(wiring.Component):
 
     def __init__(self, n_ports: int = 8, data_width: int = 64, n_chunks: int = 8,
                  n_groups: int = 16, dtypes="all", add_stages: int = 4,
-                 cycles_per_flit: int = 1):
+                 cycles_per_flit: int = 1, pipeline: bool = False):
         if not isinstance(n_ports, int) or not 2 <= n_ports <= 128:
             raise ValueError(f"n_ports={n_ports!r} must be an integer in 2..128")
         check_data_width(data_width)
@@ -164,7 +175,10 @@ class ReductionUnit(wiring.Component):
         self.n_chunks = n_chunks
         self.n_groups = n_groups
         self.dtypes = parse_dtypes(dtypes)
-        self.alu_latency = LaneAlu.latency_of(add_stages)
+        if not isinstance(pipeline, bool):
+            raise ValueError(f"pipeline={pipeline!r} must be True or False")
+        self.pipeline = pipeline
+        self.alu_latency = LaneAlu.latency_of(add_stages, pipeline)
         self.add_stages = add_stages
         lanes = acc_lanes(data_width, self.dtypes)
         if isinstance(cycles_per_flit, bool) or not isinstance(cycles_per_flit, int) or \
@@ -188,11 +202,41 @@ class ReductionUnit(wiring.Component):
         """Cycles from the handshake of a chunk's last contribution to ``o_result.valid``
         (idle pipeline, ready output): 1 ingest + 1 ready FIFO + ``k`` rank-ordered reads
         + 1 memory + 1 widening + ``SimdAlu.LATENCY`` (``add_stages + 1``) per pairing
-        level + 1 output register. The model's :func:`fusionfabric.sim.reduce.unit_latency` states the same
-        timing independently; the tests measure both against the simulated unit."""
+        level + 1 output register; with ``pipeline`` also 1 memory write, 1 memory output
+        register, 2 per level and 2 in the output narrowing. The model's
+        :func:`fusionfabric.sim.reduce.unit_latency` states the same timing independently;
+        the tests measure both against the simulated unit."""
         if not 1 <= k <= self.n_ports:
             raise ValueError(f"k={k} must be in 1..n_ports={self.n_ports}")
-        return 1 + 1 + k * self.cycles_per_flit + 1 + 1 + self.depth * self.alu_latency + 1
+        extra = 4 if self.pipeline else 0
+        return 1 + 1 + k * self.cycles_per_flit + 1 + 1 + self.depth * self.alu_latency + 1 + \
+            extra
+
+    def _checks(self, m, flit, e, group_ok, prefix=""):
+        """What a contribution's flit and group entry alone decide: whether the entry is a
+        valid REDUCE entry of a built dtype (an expression), and the signals
+        ``{prefix}src_ok`` (the source is a member), ``{prefix}rank`` (its rank among the
+        members) and ``{prefix}k`` (the group size)."""
+        P = self.n_ports
+        src = flit.src
+        src_ok = Signal(name=f"{prefix}src_ok")
+        m.d.comb += src_ok.eq(Cat(*[e.members[p] & (src == p) for p in range(P)]).any())
+        below = Cat(*[e.members[p] & (src > p) for p in range(P)])
+        rank = Signal(range(P), name=f"{prefix}rank")
+        k = Signal(range(P + 1), name=f"{prefix}k")
+        m.d.comb += [rank.eq(_popcount(below)), k.eq(_popcount(e.members))]
+        if self.dtypes == ALL_DTYPES:
+            dtype_ok = e.dtype <= Dtype.BF16
+        else:                               # an unbuilt dtype is invalid like a bad code
+            dtype_ok = Cat(*[e.dtype == d for d in sorted(self.dtypes)]).any()
+        valid_entry = (flit.kind == Kind.REDUCE) & group_ok & e.valid & (e.op <= Op.MAX) & \
+            dtype_ok
+        return valid_entry, src_ok, rank, k
+
+    def _bit(self, src):
+        """The one-hot member bit of port ``src``."""
+        P = self.n_ports
+        return Const(1, P) << src[:max(1, (P - 1).bit_length())]
 
     def elaborate(self, platform):
         m = Module()
@@ -235,92 +279,167 @@ class ReductionUnit(wiring.Component):
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
 
-        e = s1_entry
-        src = s1.src
-        src_ok = Signal()
-        m.d.comb += src_ok.eq(Cat(*[e.members[p] & (src == p) for p in range(P)]).any())
-        below = Cat(*[e.members[p] & (src > p) for p in range(P)])
-        rank = Signal(range(P))
-        k = Signal(range(P + 1))
-        m.d.comb += [rank.eq(_popcount(below)), k.eq(_popcount(e.members))]
-        if self.dtypes == ALL_DTYPES:
-            dtype_ok = e.dtype <= Dtype.BF16
-        else:                               # an unbuilt dtype is invalid like a bad code
-            dtype_ok = Cat(*[e.dtype == d for d in sorted(self.dtypes)]).any()
-        valid_entry = (s1.kind == Kind.REDUCE) & s1_group_ok & e.valid & (e.op <= Op.MAX) & \
-            dtype_ok
-        # An OPEN or CLOSED (complete, not yet streamed) slot matches: a contribution to a
-        # CLOSED chunk comes from a member that already contributed, so it is a duplicate.
-        match = Cat(*[(state[j] != FREE) & (s_group[j] == s1.dest) & (s_chunk[j] == s1.chunk)
-                      for j in range(C)])
-        # Priority encoders as pure expressions (continuous assigns): a comb process whose
-        # inputs never change after time 0 would stay X in Icarus.
-        hit = Signal(range(C))
-        free = Signal(range(C))
-        any_free = Signal()
-        frees = Cat(*[state[j] == FREE for j in range(C)])
-        m.d.comb += [hit.eq(_first_set(match, C)), free.eq(_first_set(frees, C)),
-                     any_free.eq(frees.any())]
-        bit = Signal(P)
-        m.d.comb += bit.eq(Const(1, P) << src[:max(1, (P - 1).bit_length())])
-
-        fifo = m.submodules.ready_fifo = SyncFIFO(width=max(1, (C - 1).bit_length()), depth=C)
-        slot_w = Signal(range(C))
-        m.d.comb += [wr.addr.eq(slot_w * P + rank), wr.data.eq(s1.data), fifo.w_data.eq(slot_w)]
-
         def count(ctr):
             m.d.sync += ctr.eq(ctr + 1)
 
-        with m.If(s1_valid):
-            with m.If(~valid_entry):
-                m.d.comb += s1_done.eq(1)
-                count(self.o_invalid)
-            with m.Elif(~src_ok):
-                m.d.comb += s1_done.eq(1)
-                count(self.o_nonmember)
-            with m.Elif(match.any()):
-                m.d.comb += s1_done.eq(1)
-                arrived = Signal(P)
-                cnt = Signal(range(P + 1))
-                kk = Signal(range(P + 1))
-                with m.Switch(hit):
-                    for j in range(C):
-                        with m.Case(j):
-                            m.d.comb += [arrived.eq(s_arrived[j]), cnt.eq(s_count[j]),
-                                         kk.eq(s_k[j])]
-                with m.If((arrived & bit).any()):
+        freed = Signal(C)       # pipeline: the slot the streamer frees in this cycle
+        if self.pipeline:
+            fifo = m.submodules.ready_fifo = SyncFIFO(width=max(1, (C - 1).bit_length()), depth=C)
+            # At ingest: the checks that need only the flit and its entry, and the open-chunk
+            # match against the table as it is after this cycle (a slot s1 opens now
+            # matches; a slot the streamer frees now does not), registered beside the flit.
+            inc = ic.payload
+            pre_ok, pre_src_ok, pre_rank, pre_k = self._checks(
+                m, inc, lookup, inc.dest < self.n_groups, prefix="pre_")
+            c1_ok, c1_src_ok = Signal(), Signal()
+            c1_rank, c1_k, c1_bit = Signal(range(P)), Signal(range(P + 1)), Signal(P)
+            c1_match = Signal(C)
+            opens = Signal(C)   # the slot s1 opens in this cycle
+            same_key = (s1.dest == inc.dest) & (s1.chunk == inc.chunk)
+            pre_match = Cat(*[((state[j] != FREE) & ~freed[j] & (s_group[j] == inc.dest) &
+                               (s_chunk[j] == inc.chunk)) | (opens[j] & same_key)
+                              for j in range(C)])
+            with m.If(ic.ready):
+                m.d.sync += [c1_ok.eq(pre_ok), c1_src_ok.eq(pre_src_ok), c1_rank.eq(pre_rank),
+                             c1_k.eq(pre_k), c1_bit.eq(self._bit(inc.src)),
+                             c1_match.eq(pre_match)]
+            # s1: at most one slot matches; every slot decides its own update from its bit
+            frees = Cat(*[state[j] == FREE for j in range(C)])
+            first_free = Cat(*[frees[j] & ~frees[:j].any() if j else frees[0]
+                               for j in range(C)])
+            any_free = frees.any()
+            ok = s1_valid & c1_ok & c1_src_ok
+            matched = c1_match.any()
+            seen = Cat(*[(s_arrived[j] & c1_bit).any() for j in range(C)])
+            dup = (c1_match & seen).any()
+            closes = Cat(*[s_count[j] + 1 == s_k[j] for j in range(C)])
+            accept = ok & matched & ~dup
+            new = ok & ~matched & any_free
+            m.d.comb += opens.eq(Mux(new, first_free, 0))
+            # The flit waits (table full) when it opens a chunk and no slot is free. That is
+            # decided a cycle ahead, from the next flit and the slots free after this cycle,
+            # so that i_contrib.ready and the ingest registers' enable come from a register.
+            stall = Signal()
+            free_next = Cat(*[((state[j] == FREE) & ~opens[j]) | freed[j]
+                              for j in range(C)]).any()
+            waits = ic.valid & pre_ok & pre_src_ok & ~pre_match.any()
+            m.d.sync += stall.eq(Mux(ic.ready, waits, 1) & ~free_next)
+            m.d.comb += s1_done.eq(~stall)
+            for j in range(C):
+                # the first free slot takes the flit's fields whether or not it opens (a
+                # free slot's fields are not read); its state says whether it did
+                with m.If(first_free[j]):
+                    m.d.sync += [
+                        s_group[j].eq(s1.dest), s_chunk[j].eq(s1.chunk),
+                        s_arrived[j].eq(c1_bit), s_count[j].eq(1), s_k[j].eq(c1_k),
+                        s_meta[j].op.eq(s1_entry.op), s_meta[j].dtype.eq(s1_entry.dtype),
+                        s_meta[j].native.eq(s1_entry.native), s_meta[j].mode.eq(s1_entry.mode),
+                        s_meta[j].root.eq(s1_entry.root),
+                        s_meta[j].members.eq(s1_entry.members),
+                        s_meta[j].group.eq(s1.dest), s_meta[j].chunk.eq(s1.chunk),
+                    ]
+                with m.Elif(ok & c1_match[j] & ~seen[j]):     # = accept, this slot
+                    m.d.sync += [s_arrived[j].eq(s_arrived[j] | c1_bit),
+                                 s_count[j].eq(s_count[j] + 1)]
+                    with m.If(closes[j]):
+                        m.d.sync += state[j].eq(CLOSED)
+                with m.If(opens[j]):
+                    m.d.sync += state[j].eq(Mux(c1_k == 1, CLOSED, OPEN))
+            with m.If(s1_valid):
+                with m.If(~c1_ok):
+                    count(self.o_invalid)
+                with m.Elif(~c1_src_ok):
+                    count(self.o_nonmember)
+                with m.Elif(matched & dup):
                     count(self.o_duplicate)
-                with m.Else():
+                with m.Elif(accept | new):
                     count(self.o_contributions)
-                    m.d.comb += [slot_w.eq(hit), wr.en.eq(1)]
+                with m.Else():
+                    count(self.o_full_cycles)          # held back by flow control
+            # the memory and the ready FIFO are written in the next cycle, from registers
+            w_en, w_close = Signal(), Signal()
+            w_slot = Signal(range(C))
+            w_addr = Signal(range(C * P))
+            w_data = Signal(self.data_width)
+            slot_now = Mux(matched, _first_set(c1_match, C), _first_set(first_free, C))
+            m.d.sync += [w_en.eq(accept | new), w_data.eq(s1.data), w_slot.eq(slot_now),
+                         w_addr.eq(slot_now * P + c1_rank),
+                         w_close.eq((accept & (c1_match & closes).any()) | (new & (c1_k == 1)))]
+            m.d.comb += [wr.en.eq(w_en), wr.addr.eq(w_addr), wr.data.eq(w_data),
+                         fifo.w_en.eq(w_close), fifo.w_data.eq(w_slot)]
+        else:
+            e = s1_entry
+            valid_entry, src_ok, rank, k = self._checks(m, s1, e, s1_group_ok)
+            src = s1.src
+            # An OPEN or CLOSED (complete, not yet streamed) slot matches: a contribution to a
+            # CLOSED chunk comes from a member that already contributed, so it is a duplicate.
+            match = Cat(*[(state[j] != FREE) & (s_group[j] == s1.dest) & (s_chunk[j] == s1.chunk)
+                          for j in range(C)])
+            # Priority encoders as pure expressions (continuous assigns): a comb process whose
+            # inputs never change after time 0 would stay X in Icarus.
+            hit = Signal(range(C))
+            free = Signal(range(C))
+            any_free = Signal()
+            frees = Cat(*[state[j] == FREE for j in range(C)])
+            m.d.comb += [hit.eq(_first_set(match, C)), free.eq(_first_set(frees, C)),
+                         any_free.eq(frees.any())]
+            bit = Signal(P)
+            m.d.comb += bit.eq(self._bit(src))
+
+            fifo = m.submodules.ready_fifo = SyncFIFO(width=max(1, (C - 1).bit_length()), depth=C)
+            slot_w = Signal(range(C))
+            m.d.comb += [wr.addr.eq(slot_w * P + rank), wr.data.eq(s1.data), fifo.w_data.eq(slot_w)]
+
+            with m.If(s1_valid):
+                with m.If(~valid_entry):
+                    m.d.comb += s1_done.eq(1)
+                    count(self.o_invalid)
+                with m.Elif(~src_ok):
+                    m.d.comb += s1_done.eq(1)
+                    count(self.o_nonmember)
+                with m.Elif(match.any()):
+                    m.d.comb += s1_done.eq(1)
+                    arrived = Signal(P)
+                    cnt = Signal(range(P + 1))
+                    kk = Signal(range(P + 1))
                     with m.Switch(hit):
                         for j in range(C):
                             with m.Case(j):
-                                m.d.sync += [s_arrived[j].eq(arrived | bit),
-                                             s_count[j].eq(cnt + 1)]
-                                with m.If(cnt + 1 == kk):
-                                    m.d.sync += state[j].eq(CLOSED)
-                    with m.If(cnt + 1 == kk):
+                                m.d.comb += [arrived.eq(s_arrived[j]), cnt.eq(s_count[j]),
+                                             kk.eq(s_k[j])]
+                    with m.If((arrived & bit).any()):
+                        count(self.o_duplicate)
+                    with m.Else():
+                        count(self.o_contributions)
+                        m.d.comb += [slot_w.eq(hit), wr.en.eq(1)]
+                        with m.Switch(hit):
+                            for j in range(C):
+                                with m.Case(j):
+                                    m.d.sync += [s_arrived[j].eq(arrived | bit),
+                                                 s_count[j].eq(cnt + 1)]
+                                    with m.If(cnt + 1 == kk):
+                                        m.d.sync += state[j].eq(CLOSED)
+                        with m.If(cnt + 1 == kk):
+                            m.d.comb += fifo.w_en.eq(1)
+                with m.Elif(any_free):
+                    m.d.comb += [s1_done.eq(1), slot_w.eq(free), wr.en.eq(1)]
+                    count(self.o_contributions)
+                    with m.Switch(free):
+                        for j in range(C):
+                            with m.Case(j):
+                                m.d.sync += [
+                                    state[j].eq(Mux(k == 1, CLOSED, OPEN)),
+                                    s_group[j].eq(s1.dest), s_chunk[j].eq(s1.chunk),
+                                    s_arrived[j].eq(bit), s_count[j].eq(1), s_k[j].eq(k),
+                                    s_meta[j].op.eq(e.op), s_meta[j].dtype.eq(e.dtype),
+                                    s_meta[j].native.eq(e.native), s_meta[j].mode.eq(e.mode),
+                                    s_meta[j].root.eq(e.root), s_meta[j].members.eq(e.members),
+                                    s_meta[j].group.eq(s1.dest), s_meta[j].chunk.eq(s1.chunk),
+                                ]
+                    with m.If(k == 1):
                         m.d.comb += fifo.w_en.eq(1)
-            with m.Elif(any_free):
-                m.d.comb += [s1_done.eq(1), slot_w.eq(free), wr.en.eq(1)]
-                count(self.o_contributions)
-                with m.Switch(free):
-                    for j in range(C):
-                        with m.Case(j):
-                            m.d.sync += [
-                                state[j].eq(Mux(k == 1, CLOSED, OPEN)),
-                                s_group[j].eq(s1.dest), s_chunk[j].eq(s1.chunk),
-                                s_arrived[j].eq(bit), s_count[j].eq(1), s_k[j].eq(k),
-                                s_meta[j].op.eq(e.op), s_meta[j].dtype.eq(e.dtype),
-                                s_meta[j].native.eq(e.native), s_meta[j].mode.eq(e.mode),
-                                s_meta[j].root.eq(e.root), s_meta[j].members.eq(e.members),
-                                s_meta[j].group.eq(s1.dest), s_meta[j].chunk.eq(s1.chunk),
-                            ]
-                with m.If(k == 1):
-                    m.d.comb += fifo.w_en.eq(1)
-            with m.Else():
-                count(self.o_full_cycles)          # held back by flow control
+                with m.Else():
+                    count(self.o_full_cycles)          # held back by flow control
 
         # -- streamer: read a closed chunk's contributions in rank order ------------------
         adv = Signal()
@@ -352,6 +471,8 @@ class ReductionUnit(wiring.Component):
                         m.d.sync += st_rank.eq(st_rank + 1)
                 with m.If(issue_last):
                     m.d.sync += st_active.eq(0)
+                    if self.pipeline:
+                        m.d.comb += freed.eq(Const(1, C) << st_slot)
                     with m.Switch(st_slot):
                         for j in range(C):
                             with m.Case(j):
@@ -370,8 +491,17 @@ class ReductionUnit(wiring.Component):
         p1_valid, p1_last, p1_meta = Signal(), Signal(), Signal(meta_l)
         with m.If(adv):
             m.d.sync += [p1_valid.eq(st_active), p1_last.eq(item_last), p1_meta.eq(st_meta)]
+        mem_data = rd.data
+        if self.pipeline:
+            # the memory's output registered before the widening
+            p2_valid, p2_last, p2_meta = Signal(), Signal(), Signal(meta_l)
+            p2_data = Signal(self.data_width)
+            with m.If(adv):
+                m.d.sync += [p2_valid.eq(p1_valid), p2_last.eq(p1_last), p2_meta.eq(p1_meta),
+                             p2_data.eq(rd.data)]
+            p1_valid, p1_last, p1_meta, mem_data = p2_valid, p2_last, p2_meta, p2_data
         m.submodules.to_acc = to_acc = FlitToAcc(self.data_width, self.dtypes)
-        m.d.comb += [to_acc.data.eq(rd.data), to_acc.dtype.eq(p1_meta.dtype)]
+        m.d.comb += [to_acc.data.eq(mem_data), to_acc.dtype.eq(p1_meta.dtype)]
         acc_w = len(to_acc.acc) // F          # the ALU width: one slice of the accumulator
         v, last, meta, acc = Signal(), Signal(), Signal(meta_l), Signal(acc_w)
         sub = None
@@ -381,15 +511,22 @@ class ReductionUnit(wiring.Component):
                              acc.eq(to_acc.acc)]
         else:
             p1_sub, sub = Signal(range(F)), Signal(range(F))
+            acc_sub = p1_sub
+            if self.pipeline:
+                p2_sub = Signal(range(F))
+                with m.If(adv):
+                    m.d.sync += p2_sub.eq(p1_sub)
+                acc_sub = p2_sub
             with m.If(adv):
                 m.d.sync += [p1_sub.eq(st_sub), v.eq(p1_valid), last.eq(p1_last),
-                             meta.eq(p1_meta), sub.eq(p1_sub),
-                             acc.eq(to_acc.acc.word_select(p1_sub, acc_w))]
+                             meta.eq(p1_meta), sub.eq(acc_sub),
+                             acc.eq(to_acc.acc.word_select(acc_sub, acc_w))]
 
         # -- pairing levels -----------------------------------------------------------------
         for d in range(self.depth):
             alu = m.submodules[f"level{d}"] = SimdAlu(self.data_width, self.dtypes,
-                                                      self.add_stages, n_lanes=acc_w // 32)
+                                                      self.add_stages, n_lanes=acc_w // 32,
+                                                      pipeline=self.pipeline)
             wv = Signal(name=f"level{d}_waiting")
             if F == 1:
                 wacc = Signal(acc_w, name=f"level{d}_held")
@@ -433,7 +570,10 @@ class ReductionUnit(wiring.Component):
             v, last, meta, acc, sub = dv, dl, dm, alu.y, ds
 
         # -- output: narrow, pack the RESULT flit ------------------------------------------
-        m.submodules.to_flit = to_flit = AccToFlit(self.data_width, self.dtypes)
+        m.submodules.to_flit = to_flit = AccToFlit(self.data_width, self.dtypes,
+                                                   self.pipeline)
+        if self.pipeline:
+            m.d.comb += to_flit.en.eq(adv)
         if F == 1:
             m.d.comb += [to_flit.acc.eq(acc), to_flit.dtype.eq(meta.dtype)]
             out_valid = v
@@ -447,6 +587,13 @@ class ReductionUnit(wiring.Component):
                             m.d.sync += parts[j].eq(acc)
             m.d.comb += [to_flit.acc.eq(Cat(*parts, acc)), to_flit.dtype.eq(meta.dtype)]
             out_valid = v & (sub == F - 1)
+        for i in range(to_flit.latency):
+            # the result's valid and fields wait beside the pipelined narrowing
+            n_valid = Signal(name=f"narrow{i}_valid")
+            n_meta = Signal(meta_l, name=f"narrow{i}_meta")
+            with m.If(adv):
+                m.d.sync += [n_valid.eq(out_valid), n_meta.eq(meta)]
+            out_valid, meta = n_valid, n_meta
         o = self.o_result
         with m.If(adv):
             m.d.sync += [
@@ -474,10 +621,15 @@ BLOCKS = [
               Param("dtypes", str, "all", "dtype paths built per lane: all, or a "
                     "comma-separated subset of int32,uint32,fp32,fp16,bf16 (others count "
                     "in o_invalid)"),
-              Param("add_stages", int, 4, "fp32 adder pipeline stages, 4, 5 or 6 (each above "
-                    "4: one more cycle of latency per pairing level)", choices=(4, 5, 6)),
+              Param("add_stages", int, 4, "fp32 adder pipeline stages, 4, 5, 6 or 7 (each "
+                    "above 4: one more cycle of latency per pairing level)",
+                    choices=(4, 5, 6, 7)),
               Param("cycles_per_flit", int, 1, "ALU passes per flit: each pairing level "
                     "has 1/cycles_per_flit of the lanes and takes that many cycles per flit "
                     "(a divisor of the lane count; throughput 1/cycles_per_flit)"),
+              Param("pipeline", bool, False, "more register stages for the clock (ingest "
+                    "checks and match, memory write and output, lane operands, native "
+                    "rounding and output narrowing in two): 4 + 2 depth cycles of latency, "
+                    "same throughput"),
           ]),
 ]

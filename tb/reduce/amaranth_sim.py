@@ -12,7 +12,8 @@ from fusionfabric.tb.reduce.traffic import result_fields
 __all__ = ["simulate"]
 
 
-def simulate(dut, traffic, *, idle=0.0, backpressure=0.0, seed=0, max_cycles=20_000):
+def simulate(dut, traffic, *, idle=0.0, backpressure=0.0, seed=0, max_cycles=20_000,
+             n_results=None, reuse=False):
     """Run ``traffic`` through ``dut``; returns (results by key, counters, stats).
 
     The contributions go through a :class:`~fusionfabric.tb.common.amaranth_stream.StreamSender`
@@ -20,7 +21,8 @@ def simulate(dut, traffic, *, idle=0.0, backpressure=0.0, seed=0, max_cycles=20_
     :class:`~fusionfabric.tb.common.amaranth_stream.StreamReceiver` (backpressure from
     ``[seed, 1]``); failures name ``seed``. ``stats["accept_cycles"]`` and
     ``stats["result_cycles"]`` count clock edges from the start of the run, the beat's
-    edge included.
+    edge included. ``n_results`` results are awaited (default: one per expected key);
+    with ``reuse`` a (group, chunk) may give several results, listed in arrival order.
     """
     got = {}
     stats = {"accept_cycles": [], "result_cycles": []}
@@ -32,14 +34,17 @@ def simulate(dut, traffic, *, idle=0.0, backpressure=0.0, seed=0, max_cycles=20_
     def result(ctx, word):
         f = result_fields(dut.n_ports, dut.data_width, word)
         key = (f["dest"], f["chunk"])
-        assert key not in got, f"second result for {key} (seed {seed})"
-        got[key] = f
+        if reuse:
+            got.setdefault(key, []).append(f)
+        else:
+            assert key not in got, f"second result for {key} (seed {seed})"
+            got[key] = f
         stats["result_cycles"].append(rx.cycles[-1] + 1)
 
     tx = StreamSender(dut.i_contrib, traffic.flits, seed=[seed, 0], idle=idle,
                       on_beat=accepted)
     tx.seed = seed
-    rx = StreamReceiver(dut.o_result, len(traffic.expected), seed=[seed, 1],
+    rx = StreamReceiver(dut.o_result, n_results or len(traffic.expected), seed=[seed, 1],
                         backpressure=backpressure, max_cycles=max_cycles, on_beat=result)
     rx.seed = seed
     done = {"src": False}
