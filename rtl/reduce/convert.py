@@ -287,7 +287,9 @@ class RoundNarrow(wiring.Component):
         y = self.y
         if self.dtype == Dtype.BF16:
             mag, s, nan = self._reg(m, mag, s, nan)
-            m.d.comb += rounded.eq(((mag + 0x7FFF + mag[16]) >> 16) << 16)
+            # mag + 0x7FFF + lsb in one carry chain: the LSB enters as the carry in
+            m.d.comb += rounded.eq(((Cat(mag[16], mag) + Cat(Const(1, 1), Const(0x7FFF, 31)))
+                                    [1:] >> 16) << 16)
             m.d.comb += y.eq(Mux(nan, qnan, Cat(rounded[:31], s)))
             return m
         # r = dropped bits (13 for normals, 126 - e for e in 103..112), registered; the
@@ -308,7 +310,8 @@ class RoundNarrow(wiring.Component):
                 with m.Case(rv):
                     m.d.comb += [half_m1.eq((1 << (rv - 1)) - 1),
                                  keep.eq((0x7FFFFFFF >> rv) << rv), lsb.eq(mag[rv])]
-        m.d.comb += rounded.eq((mag + half_m1 + lsb) & keep)
+        # mag + half_m1 + lsb in one carry chain: the LSB enters as the carry in
+        m.d.comb += rounded.eq((Cat(lsb, mag) + Cat(Const(1, 1), half_m1))[1:] & keep)
         with m.If(nan):
             m.d.comb += y.eq(qnan)
         with m.Elif(zero):

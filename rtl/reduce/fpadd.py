@@ -32,8 +32,10 @@ class Fp32Add(wiring.Component):
     stage 1: (0) the magnitude order of the operands and both exponent differences, each
     limited to 27, are registered with the operands, so that stage 1 only selects; stage
     2a then takes the sticky bit as the OR of the bits shifted out (a mask), beside the
-    shift; stage 3a registers the limited shift amount instead of the leading-zero
-    count; and stage 4 decides overflow beside the rounding carry instead of after it.
+    shift; stage 2b decodes a marker bit from the exponent that caps the leading-zero
+    count, so that stage 3a registers the limited shift amount (and whether the sum is
+    zero) with no compare after the count; and stage 4 decides overflow beside the
+    rounding carry, and takes the carry into bit 23 only, instead of selecting after it.
 
     Parameters
     ----------
@@ -148,19 +150,25 @@ class Fp32Add(wiring.Component):
                 s2_sx.eq(s1_sx), s2_zsign.eq(s1_sx & s1_sy), s2_e.eq(s1_e),
                 s2_nan.eq(s1_nan), s2_inf.eq(s1_inf),
             ]
+        if fast:
+            # a marker bit at 27 - e caps the leading-zero count at e - 1 (results below
+            # the normal range stay subnormal), decoded beside the add
+            s2_marker = Signal(27)
+            with m.If(self.en):
+                st += s2_marker.eq(Mux(s1_e <= 27, Const(1, 27) << (27 - s1_e)[:5], 0))
         # -- stage 3: normalize ------------------------------------------------------------
         lz = Signal(range(28))
         m.d.comb += lz.eq(27)
+        lz_of = (s2_sum[:27] | s2_marker) if fast else s2_sum
         for i in range(27):
-            with m.If(s2_sum[i]):
+            with m.If(lz_of[i]):
                 m.d.comb += lz.eq(26 - i)
         if fast:
-            # stage 3a: register the limited shift amount beside the sum
-            lim_sh = Signal(range(28))
-            m.d.comb += lim_sh.eq(Mux(lz > s2_e - 1, s2_e - 1, lz))
-            s2_sum, lz, s2_sx, s2_zsign, s2_e, s2_nan, s2_inf = self._stage(
-                m, "s3a", sum=s2_sum, lz=lim_sh, sx=s2_sx, zsign=s2_zsign, e=s2_e, nan=s2_nan,
-                inf=s2_inf)
+            # stage 3a: register the limited shift amount (the leading-zero count with the
+            # marker) and whether the sum is zero, beside the sum
+            s2_sum, lz, sum_zero, s2_sx, s2_zsign, s2_e, s2_nan, s2_inf = self._stage(
+                m, "s3a", sum=s2_sum, lz=lz, zero=s2_sum == 0, sx=s2_sx, zsign=s2_zsign,
+                e=s2_e, nan=s2_nan, inf=s2_inf)
         elif self.stages == 6:
             # stage 3a: register the leading-zero count beside the sum
             s2_sum, lz, s2_sx, s2_zsign, s2_e, s2_nan, s2_inf = self._stage(
@@ -175,9 +183,10 @@ class Fp32Add(wiring.Component):
                 st += [s3_n.eq(Cat(s2_sum[0] | s2_sum[1], s2_sum[2:28])), s3_e.eq(s2_e + 1)]
             with m.Else():
                 st += [s3_n.eq((s2_sum << sh)[:27]), s3_e.eq(s2_e - sh)]
+            zero = sum_zero if fast else s2_sum == 0
             st += [
-                s3_zero.eq(s2_sum == 0),
-                s3_s.eq(Mux(s2_sum == 0, s2_zsign, s2_sx)),
+                s3_zero.eq(zero),
+                s3_s.eq(Mux(zero, s2_zsign, s2_sx)),
                 s3_nan.eq(s2_nan), s3_inf.eq(s2_inf),
             ]
         # -- stage 4: round to nearest even, pack ------------------------------------------
@@ -188,10 +197,15 @@ class Fp32Add(wiring.Component):
         m.d.comb += mant.eq(s3_n[3:27] + up)
         mant_n = Signal(24)
         e_n = Signal(9)
-        with m.If(mant[24]):
-            m.d.comb += [mant_n.eq(mant[1:25]), e_n.eq(s3_e + 1)]
-        with m.Else():
-            m.d.comb += [mant_n.eq(mant[:24]), e_n.eq(s3_e)]
+        if fast:
+            # a carry out of the rounding leaves mant[:24] = 0: only bit 23 takes it
+            m.d.comb += [mant_n.eq(Cat(mant[:23], mant[23] | mant[24])),
+                         e_n.eq(Mux(mant[24], s3_e + 1, s3_e))]
+        else:
+            with m.If(mant[24]):
+                m.d.comb += [mant_n.eq(mant[1:25]), e_n.eq(s3_e + 1)]
+            with m.Else():
+                m.d.comb += [mant_n.eq(mant[:24]), e_n.eq(s3_e)]
         if fast:                # overflow from the exponent beside the rounding carry
             overflow = (s3_e >= 0xFF) | (mant[24] & (s3_e == 0xFE))
         else:

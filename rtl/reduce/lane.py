@@ -103,8 +103,10 @@ class LaneAlu(wiring.Component):
         if floats:
             m.submodules.add = add = Fp32Add(self.add_stages)
             m.d.comb += [add.en.eq(en), add.a.eq(a), add.b.eq(b)]
-        m.submodules.minmax = mm = MinMax32(d)
+        m.submodules.minmax = mm = MinMax32(d, self.pipeline)
         m.d.comb += [mm.a.eq(a), mm.b.eq(b), mm.max.eq(op == Op.MAX), mm.dtype.eq(dtype)]
+        if self.pipeline:
+            m.d.comb += mm.en.eq(en)
         if not has_int:
             is_float = Const(1, 1)
         elif not floats:
@@ -113,14 +115,19 @@ class LaneAlu(wiring.Component):
             is_float = dtype == floats[0]
             for dt in floats[1:]:
                 is_float = is_float | (dtype == dt)
-        other = Signal(32)          # every result but the float sum, ready in cycle 0
-        with m.Switch(op):
-            with m.Case(Op.SUM):
-                m.d.comb += other.eq((a + b)[:32] if has_int else a)
-            with m.Case(Op.MIN, Op.MAX):
-                m.d.comb += other.eq(mm.y)
-            with m.Default():
-                m.d.comb += other.eq(a)
+        def results_but_add(op, sum_, a0):
+            other = Signal(32, name="other")    # every result but the float sum
+            with m.Switch(op):
+                with m.Case(Op.SUM):
+                    m.d.comb += other.eq(sum_)
+                with m.Case(Op.MIN, Op.MAX):
+                    m.d.comb += other.eq(mm.y)
+                with m.Default():
+                    m.d.comb += other.eq(a0)
+            return other
+
+        if not self.pipeline:       # ready in cycle 0
+            other = results_but_add(op, (a + b)[:32] if has_int else a, a)
         use_add = Signal()
         m.d.comb += use_add.eq(is_float & (op == Op.SUM))
         narrow_to = Signal(2)       # 0: none, 1: fp16, 2: bf16
@@ -130,9 +137,21 @@ class LaneAlu(wiring.Component):
         if Dtype.FP16 in d:
             nar = Mux(native & (dtype == Dtype.FP16), 1, nar)
         m.d.comb += narrow_to.eq(nar)
+        first = 0
+        if self.pipeline:
+            # the comparator and the integer adder end in registers (the comparator's own,
+            # beside the sum), the first stage of the delay line
+            i_sum, i_a0, i_op0, i_use, i_nar = (Signal(32), Signal(32), Signal(2), Signal(),
+                                                Signal(2))
+            with m.If(en):
+                m.d.sync += [i_sum.eq((a + b)[:32] if has_int else a), i_a0.eq(a),
+                             i_op0.eq(op), i_use.eq(use_add), i_nar.eq(narrow_to)]
+            use_add, narrow_to = i_use, i_nar
+            other = results_but_add(i_op0, i_sum, i_a0)
+            first = 1
         # delay line for everything but the adder: add_stages stages
         d_other, d_use, d_nar = other, use_add, narrow_to
-        for i in range(self.add_stages):
+        for i in range(first, self.add_stages):
             r_other, r_use, r_nar = Signal(32), Signal(), Signal(2)
             with m.If(en):
                 m.d.sync += [r_other.eq(d_other), r_use.eq(d_use), r_nar.eq(d_nar)]

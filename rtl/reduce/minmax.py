@@ -89,9 +89,14 @@ class MinMax32(wiring.Component):
     dtypes : str or set of Dtype, optional
         The orders to build (:func:`~rtl.reduce.simd.parse_dtypes`, default all); another
         dtype code gives an undefined result.
+    pipelined : bool, optional
+        Register the operands with the comparison's choice and the NaN flag (enabled by
+        ``en``); ``y`` selects after the register.
 
     Members
     -------
+    en : In(1)
+        Only with ``pipelined``: clock enable.
     a, b : In(32)
     max : In(1)
     dtype : In(3)
@@ -100,14 +105,19 @@ class MinMax32(wiring.Component):
 
     Timing
     ------
-    Combinational, no state.
+    Combinational, no state; with ``pipelined`` ``y`` follows the inputs by :attr:`latency`
+    = 1 enabled cycle. No reset.
     """
 
-    def __init__(self, dtypes=None):
+    def __init__(self, dtypes=None, pipelined=False):
         from .simd import parse_dtypes
         self.dtypes = parse_dtypes(dtypes)
-        super().__init__({"a": In(32), "b": In(32), "max": In(1), "dtype": In(3),
-                          "y": Out(32)})
+        self.pipelined = bool(pipelined)
+        self.latency = 1 if self.pipelined else 0
+        ports = {"a": In(32), "b": In(32), "max": In(1), "dtype": In(3), "y": Out(32)}
+        if self.pipelined:
+            ports["en"] = In(1)
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -141,7 +151,15 @@ class MinMax32(wiring.Component):
         def is_nan(v):
             return (v[23:31] == 0xFF) & (v[:23] != 0)
 
-        if not floats:
+        if self.pipelined:
+            nan = Const(0, 1) if not floats else (is_nan(a) | is_nan(b)) if not ints else \
+                is_float & (is_nan(a) | is_nan(b))
+            r_a, r_b, r_pick, r_nan = Signal(32), Signal(32), Signal(), Signal()
+            with m.If(self.en):
+                m.d.sync += [r_a.eq(a), r_b.eq(b), r_pick.eq(pick_a), r_nan.eq(nan)]
+            m.d.comb += self.y.eq(Mux(r_nan, CANONICAL_QNAN[Dtype.FP32],
+                                      Mux(r_pick, r_a, r_b)))
+        elif not floats:
             m.d.comb += self.y.eq(Mux(pick_a, a, b))
         elif not ints:
             m.d.comb += self.y.eq(Mux(is_nan(a) | is_nan(b), CANONICAL_QNAN[Dtype.FP32],

@@ -125,7 +125,9 @@ class ReductionUnit(wiring.Component):
         table update; the memory's output is registered before the widening; each lane
         registers its operands and splits the native rounding in two; the output
         narrowing takes two stages. :meth:`latency` grows by ``4 + 2 * depth``; throughput
-        is unchanged.
+        is unchanged. The event counters of the table (``o_contributions``,
+        ``o_duplicate``, ``o_nonmember``, ``o_invalid``, ``o_full_cycles``) count one cycle
+        after the event.
 
     Members
     -------
@@ -345,17 +347,17 @@ class ReductionUnit(wiring.Component):
                         m.d.sync += state[j].eq(CLOSED)
                 with m.If(opens[j]):
                     m.d.sync += state[j].eq(Mux(c1_k == 1, CLOSED, OPEN))
-            with m.If(s1_valid):
-                with m.If(~c1_ok):
-                    count(self.o_invalid)
-                with m.Elif(~c1_src_ok):
-                    count(self.o_nonmember)
-                with m.Elif(matched & dup):
-                    count(self.o_duplicate)
-                with m.Elif(accept | new):
-                    count(self.o_contributions)
-                with m.Else():
-                    count(self.o_full_cycles)          # held back by flow control
+            # the event counters count a cycle later, from registered events
+            events = [(self.o_invalid, s1_valid & ~c1_ok),
+                      (self.o_nonmember, s1_valid & c1_ok & ~c1_src_ok),
+                      (self.o_duplicate, ok & matched & dup),
+                      (self.o_contributions, accept | new),
+                      (self.o_full_cycles, ok & ~matched & ~any_free)]  # held back
+            for ctr, cond in events:
+                ev = Signal(name=f"ev_{ctr.name[2:]}")
+                m.d.sync += ev.eq(cond)
+                with m.If(ev):
+                    count(ctr)
             # the memory and the ready FIFO are written in the next cycle, from registers
             w_en, w_close = Signal(), Signal()
             w_slot = Signal(range(C))
