@@ -20,7 +20,7 @@ CONFIGS = [
     ("p16-w32-c8", {"n_ports": 16, "data_width": 32, "n_chunks": 8, "n_groups": 16},
      {"chunks": 1, "expect_full": 0}),
     ("p5-w64-c2-pipeline", {"n_ports": 5, "data_width": 64, "n_chunks": 2, "n_groups": 16,
-                            "pipeline": True, "add_stages": 6},
+                            "pipeline": True, "add_stages": 7},
      {"chunks": 2, "expect_full": 1}),
 ]
 VERILATOR = {"p3-w32-c1"}

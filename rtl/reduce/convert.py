@@ -292,26 +292,27 @@ class RoundNarrow(wiring.Component):
                                     [1:] >> 16) << 16)
             m.d.comb += y.eq(Mux(nan, qnan, Cat(rounded[:31], s)))
             return m
-        # r = dropped bits (13 for normals, 126 - e for e in 103..112), registered; the
-        # rounding constant, mask and LSB are decoded from it after the register
-        r = Const(13, 5)
-        for ev in range(103, 113):
-            r = Mux(e == ev, 126 - ev, r)
+        # r = dropped bits: 13 for normals, 126 - e for e in 103..112. Registered: the
+        # bits 13..22 of the dropped-bits mask (1 << r) - 1 (bit i set when r > i) and the
+        # LSB that is kept, mag[r]; the rounding constant and the mask follow from them
+        # after the register with no decoding
+        low = Cat(*[(e >= 103) & (e < 126 - i) for i in range(13, 23)])
+        lsb = Signal()
+        with m.Switch(e):
+            for ev in range(103, 113):
+                with m.Case(ev):
+                    m.d.comb += lsb.eq(mag[126 - ev])
+            with m.Default():
+                m.d.comb += lsb.eq(mag[13])
         zero, tiny = e < 102, e == 102
         tiny_up = a[:23] != 0
         inf = mag >= 0x477FF000
-        mag, s, nan, r, zero, tiny, tiny_up, inf = self._reg(m, mag, s, nan, r, zero, tiny,
-                                                             tiny_up, inf)
-        half_m1 = Signal(32)
-        keep = Signal(32)
-        lsb = Signal()
-        with m.Switch(r):
-            for rv in range(13, 24):
-                with m.Case(rv):
-                    m.d.comb += [half_m1.eq((1 << (rv - 1)) - 1),
-                                 keep.eq((0x7FFFFFFF >> rv) << rv), lsb.eq(mag[rv])]
-        # mag + half_m1 + lsb in one carry chain: the LSB enters as the carry in
-        m.d.comb += rounded.eq((Cat(lsb, mag) + Cat(Const(1, 1), half_m1))[1:] & keep)
+        mag, s, nan, low, lsb, zero, tiny, tiny_up, inf = self._reg(
+            m, mag, s, nan, low, lsb, zero, tiny, tiny_up, inf)
+        dropped = Cat(Const((1 << 13) - 1, 13), low, Const(0, 8))     # (1 << r) - 1
+        # mag + (2^(r-1) - 1) + lsb in one carry chain: the LSB enters as the carry in
+        m.d.comb += rounded.eq((Cat(lsb, mag) + Cat(Const(1, 1), dropped[1:]))[1:] &
+                               ~dropped)
         with m.If(nan):
             m.d.comb += y.eq(qnan)
         with m.Elif(zero):
