@@ -227,6 +227,18 @@ def test_pipeline_bit_exact_latency_throughput(n_ports, width, add_stages, f):
     assert 0.95 / f <= rate <= 1.1 / f, rate
 
 
+def test_pipeline_one_slot():
+    """``pipeline`` with a one-slot table: every chunk waits for the one before it (the
+    stall decided a cycle ahead), bit-exact with idle and backpressure, nothing lost."""
+    rng = np.random.default_rng(3)
+    g = random_groups(rng, 3, [3, 2], [Dtype.FP32, Dtype.INT32], [Op.SUM, Op.MAX])
+    t = make_traffic(rng, 3, 32, g, 4, window=1)
+    got, st = simulate(ReductionUnit(n_ports=3, data_width=32, n_chunks=1, n_groups=4,
+                                     pipeline=True), t, idle=0.1, backpressure=0.3, seed=4)
+    check_results(t, got)
+    assert st["o_contributions"] == t.n_contributions and st["o_full_cycles"] > 0
+
+
 @pytest.mark.parametrize("pipeline", [False, True])
 def test_chunk_reuse_back_to_back(pipeline):
     """A chunk id reused right after its chunk completes: one member's next contribution

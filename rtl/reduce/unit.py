@@ -322,8 +322,11 @@ class ReductionUnit(wiring.Component):
             # decided a cycle ahead, from the next flit and the slots free after this cycle,
             # so that i_contrib.ready and the ingest registers' enable come from a register.
             stall = Signal()
-            free_next = Cat(*[((state[j] == FREE) & ~opens[j]) | freed[j]
-                              for j in range(C)]).any()
+            # a slot is free after this cycle if one is freed now, or one stays free: two
+            # were free, or one was and the flit in the table stage opens none
+            two_free = Cat(*[frees[j] & frees[:j].any() for j in range(1, C)]).any() \
+                if C > 1 else Const(0, 1)
+            free_next = freed.any() | two_free | (any_free & ~new)
             waits = ic.valid & pre_ok & pre_src_ok & ~pre_match.any()
             m.d.sync += stall.eq(Mux(ic.ready, waits, 1) & ~free_next)
             m.d.comb += s1_done.eq(~stall)
