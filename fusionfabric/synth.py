@@ -94,6 +94,7 @@ REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int] | tuple[str, dict, in
     ("reduce-unit", {"dtypes": "fp32"}),
     ("reduce-unit", {"add_stages": 5}),
     ("reduce-unit", {"cycles_per_flit": 2}),
+    ("reduce-unit", {"pipeline": True, "add_stages": 7}, 2),
     ("rs-encoder", {"P": 8}, 1, 60),
     ("rs-decoder", {"P": 8}),
     ("rs-decoder", {"P": 8, "pipeline": True}),
