@@ -205,9 +205,9 @@ class RoundNarrow(wiring.Component):
         ``Dtype.FP16`` or ``Dtype.BF16``.
     pipelined : bool, optional
         One register stage (enabled by ``en``): the magnitude, its sign and what the
-        exponent decides (NaN, and for fp16 the number of dropped bits and the ranges
-        that give zero, the smallest subnormal or infinity) are registered; ``y`` then
-        adds the rounding constant and masks.
+        exponent decides (NaN, and for fp16 the mask of the bits to drop, the LSB that is
+        kept and the ranges that give zero, the smallest subnormal or infinity) are
+        registered; ``y`` then adds the rounding constant and masks.
 
     Members
     -------

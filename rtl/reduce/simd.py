@@ -220,7 +220,7 @@ class SimdAlu(wiring.Component):
         Lanes built (default :func:`acc_lanes`): fewer when the unit passes a flit through
         the ALU in slices (``cycles_per_flit``).
     pipeline : bool, optional
-        Each lane registers its operands and its result before the native rounding
+        Each lane registers its operands and rounds to fp16/bf16 in two stages
         (:class:`LaneAlu`, two more cycles).
 
     Members
