@@ -140,6 +140,29 @@ def test_add_stages_6_bit_exact_latency_throughput():
     assert (len(acc) - 1) / (acc[-1] - acc[0]) >= 0.95
 
 
+def idle_latency(rng, kw, n_ports, width, k, dtype, seed):
+    """One ``k``-member chunk through an idle unit built with ``kw``, bit-exact; returns
+    (cycles from its last contribution to the result, the unit)."""
+    g = random_groups(rng, n_ports, [k], [dtype], [Op.SUM])
+    t1 = make_traffic(rng, n_ports, width, g, 1, window=1)
+    u = ReductionUnit(n_groups=2, **kw)
+    got, st = simulate(u, t1, seed=seed)
+    check_results(t1, got)
+    return st["result_cycles"][0] - st["accept_cycles"][-1], u
+
+
+def sustained_rate(rng, kw, n_ports, width, seed):
+    """20 chunks of every port, two live, back to back, bit-exact; returns (contributions
+    per cycle over the second half of the run, the counters). The table takes up to
+    ``n_chunks`` chunks ahead of the streamer, so the rate is measured when it is full."""
+    g = random_groups(rng, n_ports, [n_ports], [Dtype.FP32], [Op.SUM])
+    t2 = make_traffic(rng, n_ports, width, g, 20, window=2, chunk_base=50)
+    got, st = simulate(ReductionUnit(n_groups=2, **kw), t2, seed=seed)
+    check_results(t2, got)
+    acc = st["accept_cycles"][len(st["accept_cycles"]) // 2:]
+    return (len(acc) - 1) / (acc[-1] - acc[0]), st
+
+
 @pytest.mark.parametrize("f,width,n_ports,dtypes", [(2, 32, 5, "all"), (4, 64, 4, "all"),
                                                     (2, 64, 3, "fp32,int32")])
 def test_cycles_per_flit_bit_exact_latency_throughput(f, width, n_ports, dtypes):
@@ -158,21 +181,9 @@ def test_cycles_per_flit_bit_exact_latency_throughput(f, width, n_ports, dtypes)
     check_results(t, got)
     assert st["o_contributions"] == t.n_contributions and st["o_invalid"] == 0
     for k in (n_ports, 2):
-        g = random_groups(rng, n_ports, [k], [sorted(built)[-1]], [Op.SUM])
-        t1 = make_traffic(rng, n_ports, width, g, 1, window=1)
-        u = ReductionUnit(n_groups=2, **kw)
-        got, st = simulate(u, t1, seed=13)
-        check_results(t1, got)
-        lat = st["result_cycles"][0] - st["accept_cycles"][-1]
+        lat, u = idle_latency(rng, kw, n_ports, width, k, sorted(built)[-1], seed=13)
         assert lat == unit_latency(k, n_ports) + k * (f - 1) == u.latency(k), (k, lat)
-    g = random_groups(rng, n_ports, [n_ports], [Dtype.FP32], [Op.SUM])
-    t2 = make_traffic(rng, n_ports, width, g, 20, window=2, chunk_base=50)
-    got, st = simulate(ReductionUnit(n_groups=2, **kw), t2, seed=14)
-    check_results(t2, got)
-    # the table takes up to n_chunks chunks ahead of the streamer, so the rate is
-    # measured over the second half of the run, when it is full
-    acc = st["accept_cycles"][len(st["accept_cycles"]) // 2:]
-    rate = (len(acc) - 1) / (acc[-1] - acc[0])
+    rate, st = sustained_rate(rng, kw, n_ports, width, seed=14)
     assert 0.95 / f <= rate <= 1.1 / f, rate
     assert st["o_full_cycles"] > 0
 
@@ -208,22 +219,12 @@ def test_pipeline_bit_exact_latency_throughput(n_ports, width, add_stages, f):
     assert (st["o_duplicate"], st["o_nonmember"]) == (t.n_duplicate, t.n_nonmember)
     depth = max(1, (n_ports - 1).bit_length())
     for k in (n_ports, 2):
-        g = random_groups(rng, n_ports, [k], [Dtype.BF16], [Op.SUM])
-        t1 = make_traffic(rng, n_ports, width, g, 1, window=1)
-        u = ReductionUnit(n_groups=2, **kw)
-        got, st = simulate(u, t1, seed=16)
-        check_results(t1, got)
-        lat = st["result_cycles"][0] - st["accept_cycles"][-1]
+        lat, u = idle_latency(rng, kw, n_ports, width, k, Dtype.BF16, seed=16)
         base = unit_latency(k, n_ports, add_stages=add_stages) + k * (f - 1)
         assert lat == u.latency(k) == base + 4 + 2 * depth, (k, lat)
         assert lat == unit_latency(k, n_ports, add_stages=add_stages, pipeline=True) + \
             k * (f - 1), (k, lat)
-    g = random_groups(rng, n_ports, [n_ports], [Dtype.FP32], [Op.SUM])
-    t2 = make_traffic(rng, n_ports, width, g, 20, window=2, chunk_base=50)
-    got, st = simulate(ReductionUnit(n_groups=2, **kw), t2, seed=17)
-    check_results(t2, got)
-    acc = st["accept_cycles"][len(st["accept_cycles"]) // 2:]
-    rate = (len(acc) - 1) / (acc[-1] - acc[0])
+    rate, _ = sustained_rate(rng, kw, n_ports, width, seed=17)
     assert 0.95 / f <= rate <= 1.1 / f, rate
 
 

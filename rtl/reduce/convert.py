@@ -14,7 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.formats.switch import CANONICAL_QNAN, Dtype
 
-__all__ = ["FORMATS", "Widen", "Narrow", "RoundNarrow"]
+__all__ = ["FORMATS", "Pipelinable", "Widen", "Narrow", "RoundNarrow"]
 
 #: (exponent bits, fraction bits) of the narrow float formats.
 FORMATS = {Dtype.FP16: (5, 10), Dtype.BF16: (8, 7)}
@@ -28,6 +28,28 @@ def _check(dtype):
     if dtype not in FORMATS:
         raise ValueError(f"dtype={dtype.name} is not FP16 or BF16")
     return dtype
+
+
+class Pipelinable(wiring.Component):
+    """A component that is combinational or, with ``pipelined``, has ``stages`` register
+    stages: then it has one more input, the clock enable ``en`` (:attr:`latency` is
+    ``stages``, else 0), and :meth:`_reg` registers values."""
+
+    def __init__(self, ports, pipelined, stages):
+        self.pipelined = bool(pipelined)
+        self.latency = stages if self.pipelined else 0
+        if self.pipelined:
+            ports = {**ports, "en": In(1)}
+        super().__init__(ports)
+
+    def _reg(self, m, *values):
+        """``values`` registered (enabled by ``en``) when pipelined, else themselves."""
+        if not self.pipelined:
+            return values
+        regs = [Signal.like(v) if isinstance(v, Signal) else Signal(len(v)) for v in values]
+        with m.If(self.en):
+            m.d.sync += [r.eq(v) for r, v in zip(regs, values)]
+        return regs
 
 
 class Widen(wiring.Component):
@@ -84,7 +106,7 @@ class Widen(wiring.Component):
         return m
 
 
-class Narrow(wiring.Component):
+class Narrow(Pipelinable):
     """fp32 → fp16 or bf16, round to nearest even (combinational, or in two stages).
 
     Parameters
@@ -114,21 +136,7 @@ class Narrow(wiring.Component):
 
     def __init__(self, dtype, pipelined=False):
         self.dtype = _check(dtype)
-        self.pipelined = bool(pipelined)
-        self.latency = 2 if self.pipelined else 0
-        ports = {"a": In(32), "y": Out(16)}
-        if self.pipelined:
-            ports["en"] = In(1)
-        super().__init__(ports)
-
-    def _reg(self, m, *values):
-        """``values`` registered (enabled by ``en``) when pipelined, else themselves."""
-        if not self.pipelined:
-            return values
-        regs = [Signal.like(v) if isinstance(v, Signal) else Signal(len(v)) for v in values]
-        with m.If(self.en):
-            m.d.sync += [r.eq(v) for r, v in zip(regs, values)]
-        return regs
+        super().__init__({"a": In(32), "y": Out(16)}, pipelined, 2)
 
     def elaborate(self, platform):
         m = Module()
@@ -190,7 +198,7 @@ class Narrow(wiring.Component):
         return m
 
 
-class RoundNarrow(wiring.Component):
+class RoundNarrow(Pipelinable):
     """Round an fp32 value to the nearest fp16 or bf16 value, result kept in fp32 format
     (``Widen(Narrow(a))`` in one cheaper step; the native-accumulation rounding).
 
@@ -224,14 +232,7 @@ class RoundNarrow(wiring.Component):
 
     def __init__(self, dtype, pipelined=False):
         self.dtype = _check(dtype)
-        self.pipelined = bool(pipelined)
-        self.latency = 1 if self.pipelined else 0
-        ports = {"a": In(32), "y": Out(32)}
-        if self.pipelined:
-            ports["en"] = In(1)
-        super().__init__(ports)
-
-    _reg = Narrow._reg
+        super().__init__({"a": In(32), "y": Out(32)}, pipelined, 1)
 
     def elaborate(self, platform):
         m = Module()

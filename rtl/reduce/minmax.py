@@ -8,6 +8,8 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.formats.switch import CANONICAL_QNAN, DTYPE_BITS, Dtype
 
+from .convert import Pipelinable
+
 __all__ = ["MinMax", "MinMax32", "order_key"]
 
 _EXP = {Dtype.FP32: (8, 23), Dtype.FP16: (5, 10), Dtype.BF16: (8, 7)}
@@ -78,7 +80,7 @@ class MinMax(wiring.Component):
         return m
 
 
-class MinMax32(wiring.Component):
+class MinMax32(Pipelinable):
     """``min``/``max`` of two 32-bit words whose dtype is chosen at run time: FP32 (also
     fp16/bf16 widened to fp32), INT32 or UINT32; one comparator for all three.
 
@@ -112,12 +114,8 @@ class MinMax32(wiring.Component):
     def __init__(self, dtypes=None, pipelined=False):
         from .simd import parse_dtypes
         self.dtypes = parse_dtypes(dtypes)
-        self.pipelined = bool(pipelined)
-        self.latency = 1 if self.pipelined else 0
-        ports = {"a": In(32), "b": In(32), "max": In(1), "dtype": In(3), "y": Out(32)}
-        if self.pipelined:
-            ports["en"] = In(1)
-        super().__init__(ports)
+        super().__init__({"a": In(32), "b": In(32), "max": In(1), "dtype": In(3),
+                          "y": Out(32)}, pipelined, 1)
 
     def elaborate(self, platform):
         m = Module()

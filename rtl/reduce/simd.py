@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from fusionfabric.formats.switch import CANONICAL_QNAN, Dtype
 
-from .convert import Narrow, Widen
+from .convert import Narrow, Pipelinable, Widen
 from .lane import LaneAlu
 
 __all__ = ["SimdAlu", "FlitToAcc", "AccToFlit", "check_data_width", "parse_dtypes",
@@ -125,7 +125,7 @@ class FlitToAcc(wiring.Component):
         return m
 
 
-class AccToFlit(wiring.Component):
+class AccToFlit(Pipelinable):
     """Accumulator lanes → flit data (combinational): FP16/BF16 lanes rounded to nearest
     even (:class:`~rtl.reduce.convert.Narrow`), FP32 NaN made canonical, INT32/UINT32 as
     they are. With ``dtypes`` only those dtypes' paths are built (:class:`FlitToAcc`).
@@ -150,12 +150,8 @@ class AccToFlit(wiring.Component):
         self.data_width = check_data_width(data_width)
         self.dtypes = parse_dtypes(dtypes)
         self.n_lanes = acc_lanes(data_width, self.dtypes)
-        self.pipelined = bool(pipelined)
-        self.latency = 2 if self.pipelined else 0
-        ports = {"acc": In(32 * self.n_lanes), "dtype": In(3), "data": Out(data_width)}
-        if self.pipelined:
-            ports["en"] = In(1)
-        super().__init__(ports)
+        super().__init__({"acc": In(32 * self.n_lanes), "dtype": In(3),
+                          "data": Out(data_width)}, pipelined, 2)
 
     def elaborate(self, platform):
         m = Module()
