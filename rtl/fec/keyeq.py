@@ -81,10 +81,10 @@ class RiBM(wiring.Component):
         k_next = Signal(signed(7))
         running_next = Signal()
         # Timing: delta_0, gamma, k and the run flag reach every processing element (each
-        # bit of delta_0 and gamma feeds about 460 gate inputs). The upper half of the elements reads copies of them,
-        # registers without reset that take the same next value every cycle: equal to the
-        # originals from the first cycle after reset on, and read only once a load has
-        # set both. (A copy without reset is a different cell from its original, so
+        # bit of delta_0 and gamma feeds about 460 gate inputs). The upper half of the
+        # elements reads copies of them, registers without reset that take the same next
+        # value every cycle: equal to the originals from the first cycle after reset on,
+        # and read only once a load has set both. (A copy without reset is a different cell from its original, so
         # synthesis does not merge them.)
         half = n // 2
         c_d0 = Signal(SB, reset_less=True)
