@@ -177,7 +177,7 @@ def run_encoder(dut, msgs, *, gap=0, seed=0):
     return flat, info
 
 
-@pytest.mark.parametrize("P", [4, 8, 17])
+@pytest.mark.parametrize("P", [pytest.param(4, marks=pytest.mark.soak), 8, 17])
 def test_encoder_matches_model(P):
     """Back-to-back codewords, then one after an idle gap: bit-exact with sim.fec.encode,
     no stall, first/last framing."""

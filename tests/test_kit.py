@@ -29,7 +29,8 @@ def test_kit_passes(sim, width):
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("sim", SIMS)
+# Verilator: soak (CI runs the kit on Verilator in test_kit_passes and test_kit_waves)
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.soak)])
 def test_kit_reports_mismatch_with_seed(sim):
     params = {"width": 16, "fault": "corrupt"}
     with pytest.raises(runner.CocotbFailure) as info:

@@ -279,8 +279,9 @@ CASES = [
     (8, "hotspot", 16),
     (8, "permutation", 16),
 ]
-#: CI runs the first two; the others are soak.
-CI = {(4, "reduction", 16), (8, "reduction", 4)}
+#: CI runs the 8-port reduction trace with 4 open-chunk slots (the tables fill); the others
+#: are soak.
+CI = {(8, "reduction", 4)}
 #: Planted faults checked in the same run against the RTL's departures: at 8 ports with
 #: 4 open-chunk slots, a model with 5 (one slot more) must diverge.
 FAULTS = {(8, "reduction", 4): [{"n_chunks": 5}]}
