@@ -91,7 +91,7 @@ class SwitchAxis(wiring.Component):
         is all ones. ``reduce=True`` needs ``keep=False`` (the reduction units read the
         whole flit as numbers).
     n_ports, data_width, depth, iterations, mode, out_depth, n_groups, reduce, n_chunks,
-    pipeline
+    pipeline, reduce_add_stages, reduce_pipeline
         Those of the ``switch`` block (docs/switch.md); ``data_width`` must also be a
         multiple of 8 (a whole number of ``tdata`` bytes).
 
@@ -116,7 +116,8 @@ class SwitchAxis(wiring.Component):
     def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
                  iterations: int | None = None, mode: str = "voq", out_depth: int = 4,
                  n_groups: int = 16, reduce: bool = False, n_chunks: int = 16,
-                 pipeline: bool = False, keep: bool = True):
+                 pipeline: bool = False, keep: bool = True, reduce_add_stages: int = 4,
+                 reduce_pipeline: bool = False):
         if not isinstance(data_width, int) or data_width < 8 or data_width % 8:
             raise ValueError(f"data_width={data_width!r} must be a positive multiple of 8 "
                              f"(whole tdata bytes)")
@@ -130,7 +131,8 @@ class SwitchAxis(wiring.Component):
         self.switch = Switch(n_ports=n_ports, data_width=inner, depth=depth,
                              iterations=iterations, mode=mode, out_depth=out_depth,
                              n_groups=n_groups, reduce=reduce, n_chunks=n_chunks,
-                             pipeline=pipeline)
+                             pipeline=pipeline, reduce_add_stages=reduce_add_stages,
+                             reduce_pipeline=reduce_pipeline)
         sw = self.switch
         self.n_ports = sw.n_ports
         members = {}

@@ -49,6 +49,9 @@ REDUCE_CASES = [
                 "n_chunks": 4, "pipeline": True, "out_depth": 6}),
     ("icarus", {"n_ports": 3, "mode": "crosspoint", "depth": 4, "data_width": 64,
                 "reduce": True, "n_chunks": 4, "out_depth": 4}),
+    # the reduction units' fast options (docs/reduction.md): same results, more latency
+    ("icarus", {"n_ports": 3, "mode": "voq", "depth": 4, "data_width": 64, "reduce": True,
+                "n_chunks": 4, "reduce_pipeline": True, "reduce_add_stages": 7}),
 ]
 
 

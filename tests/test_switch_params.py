@@ -29,6 +29,12 @@ from fusionfabric.rtl.switch.voq_switch import VoqSwitch
     ({"pipeline": True, "mode": "crosspoint"}, "pipeline=True needs mode='voq'"),
     ({"mode": "crosspoint", "iterations": 2}, "iterations=2: mode='crosspoint'"),
     ({"mode": "crosspoint", "depth": 6}, "depth=6"),
+    ({"reduce_pipeline": True}, "reduce_pipeline=True set the reduction units: they need "
+                                "reduce=True"),
+    ({"reduce_add_stages": 7, "mode": "crosspoint"}, "reduce_add_stages=7 and"),
+    ({"reduce": True, "reduce_add_stages": 8}, "reduce_add_stages=8 must be 4, 5, 6 or 7"),
+    ({"reduce": True, "reduce_add_stages": True}, "reduce_add_stages=True"),
+    ({"reduce": True, "reduce_pipeline": 1}, "reduce_pipeline=1 must be True or False"),
 ])
 def test_switch_rejects(kw, needle):
     with pytest.raises(ValueError, match=needle.replace("(", r"\(")):
@@ -41,6 +47,21 @@ def test_switch_block_defaults():
     assert (sw.n_ports, sw.iterations, sw.mode) == (3, 2, "voq")
     with pytest.raises(BlockError, match="mode"):
         b.build(mode="x")
+
+
+@pytest.mark.parametrize("mode, pipeline", [("voq", False), ("voq", True),
+                                            ("fifo", False), ("crosspoint", False)])
+def test_switch_passes_the_unit_options_to_its_reduction_units(mode, pipeline):
+    """``reduce_add_stages`` and ``reduce_pipeline`` reach every design's units, whose
+    result latency then follows ``sim.reduce.unit_latency`` with the same options."""
+    from fusionfabric.sim.reduce import unit_latency
+    sw = Switch(n_ports=4, mode=mode, pipeline=pipeline, reduce=True, reduce_add_stages=7,
+                reduce_pipeline=True)
+    unit = sw.reduction_unit()
+    assert (unit.add_stages, unit.pipeline) == (7, True)
+    assert unit.latency(4) == unit_latency(4, 4, add_stages=7, pipeline=True)
+    default = Switch(n_ports=4, mode=mode, pipeline=pipeline, reduce=True).reduction_unit()
+    assert (default.add_stages, default.pipeline) == (4, False)
 
 
 def test_switch_pipeline_defaults():

@@ -65,6 +65,12 @@ class SwitchBase(wiring.Component):
         ``data_width`` a multiple of 32 and ``n_ports`` <= 128.
     n_chunks : int
         Open-chunk slots per reduction unit, 1 … 64.
+    reduce_add_stages, reduce_pipeline : int, bool
+        The reduction units' ``add_stages`` (4 … 7) and ``pipeline``
+        (:class:`~fusionfabric.rtl.reduce.unit.ReductionUnit`, docs/reduction.md, "Area and
+        speed options"): more result latency, same results and throughput; other values
+        than the defaults (4, False) need ``reduce=True``. The cycle-level model has the
+        default unit only.
 
     Members
     -------
@@ -107,7 +113,8 @@ class SwitchBase(wiring.Component):
 
     def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
                  out_depth: int = 4, n_groups: int = 16, reduce: bool = False,
-                 n_chunks: int = 16):
+                 n_chunks: int = 16, reduce_add_stages: int = 4,
+                 reduce_pipeline: bool = False):
         if not isinstance(n_ports, int) or not 2 <= n_ports <= 256:
             raise ValueError(f"n_ports={n_ports!r} must be an integer in 2..256")
         if not isinstance(data_width, int) or data_width < 1:
@@ -132,6 +139,19 @@ class SwitchBase(wiring.Component):
         self.n_groups = n_groups
         self.reduce = bool(reduce)
         self.n_chunks = n_chunks
+        if not isinstance(reduce_pipeline, bool):
+            raise ValueError(f"reduce_pipeline={reduce_pipeline!r} must be True or False")
+        from fusionfabric.rtl.reduce.fpadd import Fp32Add
+        if isinstance(reduce_add_stages, bool) or reduce_add_stages not in Fp32Add.STAGES:
+            *rest, last = Fp32Add.STAGES
+            raise ValueError(f"reduce_add_stages={reduce_add_stages!r} must be "
+                             f"{', '.join(map(str, rest))} or {last}")
+        if not reduce and (reduce_pipeline or reduce_add_stages != 4):
+            raise ValueError(f"reduce_add_stages={reduce_add_stages!r} and reduce_pipeline="
+                             f"{reduce_pipeline!r} set the reduction units: they need "
+                             f"reduce=True")
+        self.reduce_add_stages = reduce_add_stages
+        self.reduce_pipeline = bool(reduce_pipeline)
         self.flit = switch_flit(data_width)
         layout = self.flit.layout()
         members = {
@@ -152,7 +172,8 @@ class SwitchBase(wiring.Component):
         ``reduce=True``)."""
         from fusionfabric.rtl.reduce.unit import ReductionUnit
         return ReductionUnit(n_ports=self.n_ports, data_width=self.data_width,
-                             n_chunks=self.n_chunks, n_groups=self.n_groups)
+                             n_chunks=self.n_chunks, n_groups=self.n_groups,
+                             add_stages=self.reduce_add_stages, pipeline=self.reduce_pipeline)
 
     @property
     def n_rows(self) -> int:

@@ -73,7 +73,8 @@ class PipelinedSwitch(SwitchBase):
 
     def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
                  iterations: int | None = None, out_depth: int = 4, n_groups: int = 16,
-                 reduce: bool = False, n_chunks: int = 16):
+                 reduce: bool = False, n_chunks: int = 16, reduce_add_stages: int = 4,
+                 reduce_pipeline: bool = False):
         if iterations is None or iterations == 0:
             iterations = 1
         if iterations != 1:
@@ -81,7 +82,8 @@ class PipelinedSwitch(SwitchBase):
                              f"round (split over two cycles)")
         super().__init__(n_ports=n_ports, data_width=data_width, depth=depth,
                          out_depth=out_depth, n_groups=n_groups, reduce=reduce,
-                         n_chunks=n_chunks)
+                         n_chunks=n_chunks, reduce_add_stages=reduce_add_stages,
+                         reduce_pipeline=reduce_pipeline)
         self.iterations = iterations
 
     def elaborate(self, platform):

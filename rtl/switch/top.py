@@ -33,7 +33,8 @@ MODES = ("voq", "fifo", "crosspoint")
 def Switch(n_ports: int = 4, data_width: int = 64, depth: int = 16,
            iterations: int | None = None, mode: str = "voq", out_depth: int = 4,
            n_groups: int = 16, reduce: bool = False, n_chunks: int = 16,
-           pipeline: bool = False) -> SwitchBase:
+           pipeline: bool = False, reduce_add_stages: int = 4,
+           reduce_pipeline: bool = False) -> SwitchBase:
     """Build the switch design that ``mode`` and ``pipeline`` name.
 
     Parameters
@@ -47,7 +48,8 @@ def Switch(n_ports: int = 4, data_width: int = 64, depth: int = 16,
         iSLIP rounds (None or 0: the design's default); the crosspoint switch has none,
         so only None or 0 there.
     n_ports, data_width, depth, out_depth, n_groups, reduce, n_chunks
-        Passed to the design, which checks them (:class:`SwitchBase`).
+        Passed to the design, which checks them (:class:`SwitchBase`); so are
+        ``reduce_add_stages`` and ``reduce_pipeline``, the reduction units' options.
 
     Returns
     -------
@@ -68,7 +70,8 @@ def Switch(n_ports: int = 4, data_width: int = 64, depth: int = 16,
     if pipeline and mode != "voq":
         raise ValueError(f"pipeline=True needs mode='voq' (got mode={mode!r})")
     common = dict(n_ports=n_ports, data_width=data_width, depth=depth,
-                  out_depth=out_depth, n_groups=n_groups, reduce=reduce, n_chunks=n_chunks)
+                  out_depth=out_depth, n_groups=n_groups, reduce=reduce, n_chunks=n_chunks,
+                  reduce_add_stages=reduce_add_stages, reduce_pipeline=reduce_pipeline)
     if mode == "crosspoint":
         if iterations not in (None, 0):
             raise ValueError(f"iterations={iterations!r}: mode='crosspoint' has no "
@@ -82,10 +85,11 @@ def Switch(n_ports: int = 4, data_width: int = 64, depth: int = 16,
 
 
 def _build(n_ports, data_width, depth, iterations, mode, out_depth, n_groups, reduce,
-           n_chunks, pipeline=False):
+           n_chunks, pipeline=False, reduce_add_stages=4, reduce_pipeline=False):
     return Switch(n_ports=n_ports, data_width=data_width, depth=depth,
                   iterations=iterations or None, mode=mode, out_depth=out_depth,
-                  n_groups=n_groups, reduce=reduce, n_chunks=n_chunks, pipeline=pipeline)
+                  n_groups=n_groups, reduce=reduce, n_chunks=n_chunks, pipeline=pipeline,
+                  reduce_add_stages=reduce_add_stages, reduce_pipeline=reduce_pipeline)
 
 
 #: Lint sets beyond the defaults (sim/lint.py): the two registered variants at 8 ports, and
@@ -111,5 +115,9 @@ BLOCKS = [
               Param("n_chunks", int, 16, "open-chunk slots per reduction unit (1..64)"),
               Param("pipeline", bool, False, "registered iSLIP, block-RAM VOQs, pipelined "
                     "crossbar (docs/switch.md; full rate needs out_depth >= 10)"),
+              Param("reduce_add_stages", int, 4, "the reduction units' fp32 adder stages, "
+                    "4..7 (docs/reduction.md)"),
+              Param("reduce_pipeline", bool, False, "the reduction units' pipeline option "
+                    "(docs/reduction.md; 103.8 MHz on ECP5 with reduce_add_stages=7)"),
           ]),
 ]

@@ -61,10 +61,12 @@ class VoqSwitch(SwitchBase):
 
     def __init__(self, n_ports: int = 4, data_width: int = 64, depth: int = 16,
                  iterations: int | None = None, out_depth: int = 4, n_groups: int = 16,
-                 reduce: bool = False, n_chunks: int = 16):
+                 reduce: bool = False, n_chunks: int = 16, reduce_add_stages: int = 4,
+                 reduce_pipeline: bool = False):
         super().__init__(n_ports=n_ports, data_width=data_width, depth=depth,
                          out_depth=out_depth, n_groups=n_groups, reduce=reduce,
-                         n_chunks=n_chunks)
+                         n_chunks=n_chunks, reduce_add_stages=reduce_add_stages,
+                         reduce_pipeline=reduce_pipeline)
         top = max_iterations(n_ports)
         if iterations is None or iterations == 0:
             iterations = min(3, top)

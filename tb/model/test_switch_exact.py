@@ -78,7 +78,11 @@ async def test_exact(dut):
         ln = int(lanes[port])
         return (t + 1) * ln // R > t * ln // R
 
-    # the model, on the same trace
+    # the model, on the same trace (it has the default reduction unit only)
+    if p.get("reduce_pipeline") or int(p.get("reduce_add_stages", 4)) != 4:
+        raise ValueError(f"reduce_add_stages={p.get('reduce_add_stages')!r}, reduce_pipeline="
+                         f"{p.get('reduce_pipeline')!r}: the cycle-level model has the "
+                         f"default reduction unit only (4, False)")
     sw = SwitchParams(n_ports=n, data_width=int(p["data_width"]), depth=int(p["depth"]),
                       iterations=int(p["iterations"]), mode=p["mode"],
                       out_depth=int(p["out_depth"]), n_groups=int(p["n_groups"]),
