@@ -13,8 +13,8 @@ TESTS = ["test_loopback", "test_skew_max", "test_slip_relock", "test_bit_errors_
          "test_header_burst", "test_lane_stuck"]
 
 # (sim, n_lanes, am_period, max_skew, ber_window, serdes_width): Verilator only in soak
-# (build time), more on Icarus; small marker periods so that lock and alignment happen within a
-# few hundred cycles. W = 32/64: the gearboxes of both ends in the loop.
+# (build time), more on Icarus; small marker periods so that lock and alignment happen
+# within a few hundred cycles. W = 32/64: the gearboxes of both ends in the loop.
 CONFIGS = [
     ("icarus", 1, 16, 2, 512, 66),
     ("icarus", 2, 32, 4, 512, 66),

@@ -24,7 +24,8 @@ SCRAMBLER_CASES = (
     + [_case("scrambler", 66, "icarus", soak=True)]
     + [_case("descrambler", w, "icarus") for w in (1, 32, 66, 128)]
     + [_case("descrambler", w, "icarus", soak=True) for w in (8, 64)]
-    + [_case("descrambler", 66, "verilator", soak=True), _case("scrambler", 64, "verilator", soak=True),
+    + [_case("descrambler", 66, "verilator", soak=True),
+       _case("scrambler", 64, "verilator", soak=True),
        _case("descrambler", 1, "verilator", soak=True)]
 )
 
@@ -41,7 +42,8 @@ PRBS_CASES = [
     _case("prbs-check", 7, 1, "icarus"), _case("prbs-check", 31, 8, "icarus"),
     _case("prbs-check", 23, 66, "icarus"), _case("prbs-check", 15, 128, "icarus"),
     _case("prbs-check", 31, 64, "icarus", soak=True),
-    _case("prbs-check", 31, 1, "verilator", soak=True), _case("prbs-gen", 31, 64, "verilator", soak=True),
+    _case("prbs-check", 31, 1, "verilator", soak=True),
+    _case("prbs-gen", 31, 64, "verilator", soak=True),
     _case("prbs-check", 7, 66, "verilator", soak=True),
 ]
 
