@@ -23,6 +23,7 @@ from fusionfabric.formats.pcs import BlockType, control_word
 from fusionfabric.rtl.blocks import disown_failed
 from fusionfabric.rtl.fec import FecPcsRx
 from fusionfabric.rtl.fec.lock import HUNT_PERIODS, LOSS_LIMIT
+from fusionfabric.rtl.fec.pcs_rx import rx_latency
 from fusionfabric.sim import fec, fec_pcs
 
 N = fec.N
@@ -157,18 +158,21 @@ def flush(dut):
 
 
 # ---- clean lanes --------------------------------------------------------------------------
-@pytest.mark.parametrize("n, P, am, periods, nw, bypass", [
-    (2, 8, 2, 2, 2, True),
-    pytest.param(1, 8, 3, 2, 2, True, marks=pytest.mark.soak),
-    pytest.param(4, 8, 2, 3, 2, False, marks=pytest.mark.soak),
-    pytest.param(4, 16, 2, 3, 4, True, marks=pytest.mark.soak),
-    pytest.param(4, 4, 2, 2, 1, True, marks=pytest.mark.soak)])
-def test_clean(n, P, am, periods, nw, bypass):
+@pytest.mark.parametrize("n, P, am, periods, nw, bypass, pipe", [
+    (2, 8, 2, 2, 2, True, False),
+    (2, 8, 2, 2, 2, False, True),      # decoder_pipeline: 2 cycles more latency
+    pytest.param(1, 8, 3, 2, 2, True, False, marks=pytest.mark.soak),
+    pytest.param(4, 8, 2, 3, 2, False, False, marks=pytest.mark.soak),
+    pytest.param(4, 16, 2, 3, 4, True, False, marks=pytest.mark.soak),
+    pytest.param(4, 4, 2, 2, 1, True, False, marks=pytest.mark.soak)])
+def test_clean(n, P, am, periods, nw, bypass, pipe):
     """Clean lanes: the model's words and counters; link up at ``lock_cycles``, the
     first word of a codeword ``latency`` cycles after its first lane symbol."""
     seed = 100 + n + P
     _, tx, words = transmitted(n, am, periods, seed)
-    dut = FecPcsRx(n, P, nw, am, bypass_correction=bypass)
+    dut = FecPcsRx(n, P, nw, am, bypass_correction=bypass, decoder_pipeline=pipe)
+    if pipe:
+        assert dut.latency == rx_latency(n, P) + 2
     ref = fec_pcs.receive(list(tx.lanes), n, am)
     lw = [symbol_words(tx.lanes[p], dut.S) for p in range(n)]
     run = Run(dut, lw, len(lw[0]) + flush(dut), snap_at=int(ref.counters.codewords),
@@ -430,3 +434,6 @@ def test_bad_params():
         with pytest.raises(ValueError, match=name) as exc:
             FecPcsRx(**kwargs)
         disown_failed(exc.value)       # the half-built receiver raises no UnusedElaboratable
+    with pytest.raises(TypeError, match="decoder_pipeline=1 must be a bool") as exc:
+        FecPcsRx(decoder_pipeline=1)
+    disown_failed(exc.value)

@@ -40,6 +40,8 @@ BLOCKS = [
         Param("max_skew", int, 64, "lane skew in symbols the deskew absorbs"),
         Param("bypass_correction", bool, False, "decoder detects only (cl. 91 bypass)"),
         Param("counter_width", int, 32, "bits of each saturating counter"),
+        Param("decoder_pipeline", bool, False, "the RS decoder's pipeline option (docs/fec.md, "
+              "FPGA): 102.8 MHz for the decoder at P = 8, 2 cycles more latency"),
     ], ci_params={"symbols": 4, "n_words": 1},
           doc="FEC PCS receiver: lane lock, deskew, RS(544,514) decode, 257b decode"),
 ]

@@ -69,10 +69,11 @@ def detranscode(m: Module, bits, name: str = "dtc"):
     return words, err
 
 
-def rx_latency(n_lanes: int, symbols: int, bypass_correction: bool = False) -> int:
+def rx_latency(n_lanes: int, symbols: int, bypass_correction: bool = False,
+               decoder_pipeline: bool = False) -> int:
     """:attr:`FecPcsRx.latency` of a receiver with these parameters, without building one."""
     S, B = symbols // n_lanes, code.N // symbols
-    return -(-8 // S) + decoder_latency(B, bypass_correction) + B + 3
+    return -(-8 // S) + decoder_latency(B, bypass_correction, decoder_pipeline) + B + 3
 
 
 class FecPcsRx(wiring.Component):
@@ -117,6 +118,10 @@ class FecPcsRx(wiring.Component):
         beats per lane); below half a marker period; default ``min(64, half - 1)``.
     bypass_correction : bool
         Decoder in cl. 91 bypass-correction mode (detect only; see :class:`RsDecoder`).
+    decoder_pipeline : bool
+        The decoder's ``pipeline`` option (:class:`RsDecoder`; docs/fec.md, "FPGA"): its
+        latency, and so :attr:`latency`, grows by 2 cycles (none with
+        ``bypass_correction``); same words, counters and throughput.
     counter_width : int
         Bits of the saturating counters.
 
@@ -158,7 +163,8 @@ class FecPcsRx(wiring.Component):
 
     def __init__(self, n_lanes: int = 2, symbols: int = 8, n_words: int = 2,
                  am_period: int = AM_PERIOD, max_skew: int | None = None,
-                 bypass_correction: bool = False, counter_width: int = 32):
+                 bypass_correction: bool = False, counter_width: int = 32,
+                 decoder_pipeline: bool = False):
         check_params(n_lanes, symbols, n_words, am_period)
         if symbols > MAX_SYMBOLS:
             raise ValueError(f"symbols={symbols} must be at most {MAX_SYMBOLS} (the receiver "
@@ -172,6 +178,9 @@ class FecPcsRx(wiring.Component):
                              "symbols (under half a marker period)")
         if not isinstance(bypass_correction, bool):
             raise TypeError(f"bypass_correction={bypass_correction!r} must be a bool")
+        if not isinstance(decoder_pipeline, bool):
+            raise TypeError(f"decoder_pipeline={decoder_pipeline!r} must be a bool")
+        self.decoder_pipeline = decoder_pipeline
         if isinstance(counter_width, bool) or not isinstance(counter_width, int) \
                 or not 1 <= counter_width <= 64:
             raise ValueError(f"counter_width={counter_width!r} must be an int in 1..64")
@@ -183,7 +192,7 @@ class FecPcsRx(wiring.Component):
         self.n_am = am_blocks(n_lanes)
         lane_delay = -(-8 // self.S)
         #: First lane symbol of a codeword to the row with its first word, in cycles.
-        self.latency = rx_latency(n_lanes, symbols, bypass_correction)
+        self.latency = rx_latency(n_lanes, symbols, bypass_correction, decoder_pipeline)
         #: Cycle of the first ``o_link_up`` on clean lanes whose first marker is at cycle 0.
         self.lock_cycles = am_period * self.B + lane_delay + 1
         cw = counter_width
@@ -226,7 +235,8 @@ class FecPcsRx(wiring.Component):
 
         # ---- codeword beats into the decoder -------------------------------------------------
         m.submodules.decoder = dec = RsDecoder(P, bypass_correction=self.bypass_correction,
-                                               counter_width=self.counter_width)
+                                               counter_width=self.counter_width,
+                                               pipeline=self.decoder_pipeline)
         beat = Signal(SB * P)
         for k in range(n):
             for j in range(S):
