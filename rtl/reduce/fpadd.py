@@ -62,9 +62,10 @@ class Fp32Add(wiring.Component):
     STAGES = (4, 5, 6, 7)
 
     @classmethod
-    def check_stages(cls, stages):
+    def check_stages(cls, stages, name="add_stages"):
+        """``stages`` if it is one of :attr:`STAGES`, else a ValueError naming ``name``."""
         if isinstance(stages, bool) or stages not in cls.STAGES:
-            raise ValueError(f"add_stages={stages!r} must be 4, 5, 6 or 7")
+            raise ValueError(f"{name}={stages!r} must be 4, 5, 6 or 7")
         return stages
 
     def __init__(self, stages=LATENCY):

@@ -142,16 +142,13 @@ class SwitchBase(wiring.Component):
         if not isinstance(reduce_pipeline, bool):
             raise ValueError(f"reduce_pipeline={reduce_pipeline!r} must be True or False")
         from fusionfabric.rtl.reduce.fpadd import Fp32Add
-        if isinstance(reduce_add_stages, bool) or reduce_add_stages not in Fp32Add.STAGES:
-            *rest, last = Fp32Add.STAGES
-            raise ValueError(f"reduce_add_stages={reduce_add_stages!r} must be "
-                             f"{', '.join(map(str, rest))} or {last}")
-        if not reduce and (reduce_pipeline or reduce_add_stages != 4):
+        Fp32Add.check_stages(reduce_add_stages, name="reduce_add_stages")
+        if not reduce and (reduce_pipeline or reduce_add_stages != Fp32Add.LATENCY):
             raise ValueError(f"reduce_add_stages={reduce_add_stages!r} and reduce_pipeline="
                              f"{reduce_pipeline!r} set the reduction units: they need "
                              f"reduce=True")
         self.reduce_add_stages = reduce_add_stages
-        self.reduce_pipeline = bool(reduce_pipeline)
+        self.reduce_pipeline = reduce_pipeline
         self.flit = switch_flit(data_width)
         layout = self.flit.layout()
         members = {
