@@ -163,6 +163,10 @@ class Fabric(wiring.Component):
         (``self.link_params[e]``).
     depth, iterations, out_depth, n_groups, n_chunks : int
         Switch parameters (``fusionfabric.rtl.switch``; ``iterations`` 0 = default).
+    switch_mode : str
+        The switch design (``Switch``'s ``mode``): ``"voq"`` (the default, the design the
+        cycle-level model follows), ``"fifo"`` or ``"crosspoint"`` (the crosspoint-buffered
+        switch, the fastest on an FPGA: docs/switch.md; ``iterations`` must be 0).
     result_timeout : int
         Cycles a partial RESULT message waits for more results (``ResultPacker``).
     fault_seed : int
@@ -246,7 +250,8 @@ class Fabric(wiring.Component):
                  n_chunks: int = 16, result_timeout: int = 8, fault_seed: int = 1,
                  replay_limit: int = 16, link_timeout: int = 0, retrain_holdoff: int = 0,
                  cpl_timeout: int = 65536, lane_profile: str = "64b66b",
-                 fec_symbols: int = 8, fec_am_period: int = 8, dest_credits: int = 0, *,
+                 fec_symbols: int = 8, fec_am_period: int = 8, dest_credits: int = 0,
+                 switch_mode: str = "voq", *,
                  cpu_endpoints=(),
                  mem_bytes: int = 4096, endpoints: str = "", endpoint_lanes=()):
         from fusionfabric.formats.memory import check_mem_bytes
@@ -346,8 +351,10 @@ class Fabric(wiring.Component):
                              f"an integer in {MAX_MSG_FLITS}..depth={depth} (switch flits "
                              f"per destination, at most a VOQ)")
         self.dest_credits = dest_credits
+        self.switch_mode = switch_mode
         self.switch = Switch(n_ports=n, data_width=SLOT_BITS, depth=depth,
-                             iterations=iterations or None, out_depth=out_depth,
+                             iterations=iterations or None, mode=switch_mode,
+                             out_depth=out_depth,
                              n_groups=n_groups, reduce=True, n_chunks=n_chunks)
         if lane_profile == "64b66b":
             for k in sorted(set(lanes)):
