@@ -293,21 +293,13 @@ def _cocotb(params, args, sim="icarus", tmp_path=None, name=None):
 
 @pytest.mark.cocotb
 def test_fabric_bist_faults_icarus(tmp_path):
-    """2 endpoints, BER 2e-5 on every lane and a one-bit slip: zero BIST errors, every
+    """2 endpoints on the crosspoint-buffered switch (``switch_mode="crosspoint"``, the
+    board slice's switch; the fabric tests in tests/test_fabric_cocotb.py run the default
+    VOQ switch), BER 2e-5 on every lane and a one-bit slip: zero BIST errors, every
     message delivered exactly once (counts from the model), replays and a relock."""
-    res = _cocotb({"n_endpoints": 2}, {"budget": 30, "load": 200, "stall": 40, "ber": 2e-5,
+    res = _cocotb({"n_endpoints": 2, "switch_mode": "crosspoint"}, {"budget": 30, "load": 200, "stall": 40, "ber": 2e-5,
                                        "slip_lane": 1, "slip_at": 600}, tmp_path=tmp_path)
     assert res["replays"] > 0 and res["relocks"] >= 1 and res["flips"] > 0
-
-
-@pytest.mark.cocotb
-def test_fabric_bist_crosspoint_switch_icarus(tmp_path):
-    """The fabric on the crosspoint-buffered switch (``switch_mode="crosspoint"``, the board
-    slice's switch), 2 endpoints at BER 2e-5 on every lane: zero BIST errors and every
-    message delivered exactly once (counts from the model), with replays."""
-    res = _cocotb({"n_endpoints": 2, "switch_mode": "crosspoint"},
-                  {"budget": 16, "load": 200, "stall": 40, "ber": 2e-5}, tmp_path=tmp_path)
-    assert res["replays"] > 0 and res["flips"] > 0
 
 
 @pytest.mark.cocotb
