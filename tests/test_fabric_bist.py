@@ -262,8 +262,9 @@ def test_fabric_bist_block():
     from fusionfabric.rtl.switch.top import CrosspointSwitch, VoqSwitch
     assert isinstance(fb.fabric.switch, VoqSwitch)
     assert isinstance(b.build(switch_mode="crosspoint").fabric.switch, CrosspointSwitch)
-    with pytest.raises(BlockError, match="switch_mode"):
-        b.build(switch_mode="xbar")
+    for bad in ("xbar", "fifo"):
+        with pytest.raises(BlockError, match="switch_mode"):
+            b.build(switch_mode=bad)
     with pytest.raises(BlockError, match="iterations"):
         b.build(switch_mode="crosspoint", iterations=2)
 

@@ -5,7 +5,7 @@ from fusionfabric.rtl.blocks import Block, Param
 from fusionfabric.rtl.chiplet import CHIPLET_PARAMS
 
 from .bridge import EgressBridge, IngressBridge, Reassembly, ResultPacker
-from .fabric import Fabric, _build
+from .fabric import SWITCH_MODES, Fabric, _build
 from .fault import LaneFault
 
 __all__ = ["Fabric", "IngressBridge", "EgressBridge", "Reassembly", "ResultPacker",
@@ -38,9 +38,9 @@ BLOCKS = [
               Param("latency", int, 4, "cable delay, cycles"),
               *[p for p in CHIPLET_PARAMS if p.name != "stamp_src"],
               Param("depth", int, 16, "switch flits per VOQ (power of two)"),
-              Param("switch_mode", str, "voq", "switch design: voq (the model's), fifo or "
+              Param("switch_mode", str, "voq", "switch design: voq (the model's) or "
                     "crosspoint (crosspoint-buffered, fastest on an FPGA; iterations 0)",
-                    choices=("voq", "fifo", "crosspoint")),
+                    choices=SWITCH_MODES),
               Param("iterations", int, 0, "switch iSLIP rounds (0 = default)"),
               Param("out_depth", int, 4, "switch output buffer slots"),
               Param("n_groups", int, 16, "switch group-table entries"),

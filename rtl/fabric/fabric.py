@@ -28,9 +28,12 @@ from .bridge import EgressBridge, IngressBridge
 from .fault import LaneFault
 from .memory import MemTarget
 
-__all__ = ["Fabric", "LINK_STATUS", "FEC_STATUS", "FAULT", "LANE_PROFILES", "link_status_layout",
-           "fec_status_layout", "fault_layout", "UP", "DOWN", "lane_index", "lane_bits",
+__all__ = ["Fabric", "SWITCH_MODES", "LINK_STATUS", "FEC_STATUS", "FAULT", "LANE_PROFILES",
+           "link_status_layout", "fec_status_layout", "fault_layout", "UP", "DOWN", "lane_index", "lane_bits",
            "endpoint_lanes"]
+
+#: The switch designs the fabric is built and tested with (``Switch``'s ``mode``).
+SWITCH_MODES = ("voq", "crosspoint")
 
 #: Link directions: UP = endpoint → switch, DOWN = switch → endpoint.
 UP, DOWN = 0, 1
@@ -164,9 +167,10 @@ class Fabric(wiring.Component):
     depth, iterations, out_depth, n_groups, n_chunks : int
         Switch parameters (``fusionfabric.rtl.switch``; ``iterations`` 0 = default).
     switch_mode : str
-        The switch design (``Switch``'s ``mode``): ``"voq"`` (the default, the design the
-        cycle-level model follows), ``"fifo"`` or ``"crosspoint"`` (the crosspoint-buffered
-        switch, the fastest on an FPGA: docs/switch.md; ``iterations`` must be 0).
+        The switch design (``Switch``'s ``mode``, :data:`SWITCH_MODES`): ``"voq"`` (the
+        default, the design the cycle-level model follows) or ``"crosspoint"`` (the
+        crosspoint-buffered switch, the fastest on an FPGA: docs/switch.md; ``iterations``
+        must be 0).
     result_timeout : int
         Cycles a partial RESULT message waits for more results (``ResultPacker``).
     fault_seed : int
@@ -351,6 +355,9 @@ class Fabric(wiring.Component):
                              f"an integer in {MAX_MSG_FLITS}..depth={depth} (switch flits "
                              f"per destination, at most a VOQ)")
         self.dest_credits = dest_credits
+        if switch_mode not in SWITCH_MODES:
+            raise ValueError(f"switch_mode={switch_mode!r} must be one of "
+                             f"{', '.join(SWITCH_MODES)}")
         self.switch_mode = switch_mode
         self.switch = Switch(n_ports=n, data_width=SLOT_BITS, depth=depth,
                              iterations=iterations or None, mode=switch_mode,
