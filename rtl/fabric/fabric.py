@@ -29,8 +29,8 @@ from .fault import LaneFault
 from .memory import MemTarget
 
 __all__ = ["Fabric", "SWITCH_MODES", "LINK_STATUS", "FEC_STATUS", "FAULT", "LANE_PROFILES",
-           "link_status_layout", "fec_status_layout", "fault_layout", "UP", "DOWN", "lane_index", "lane_bits",
-           "endpoint_lanes"]
+           "link_status_layout", "fec_status_layout", "fault_layout", "UP", "DOWN",
+           "lane_index", "lane_bits", "endpoint_lanes"]
 
 #: The switch designs the fabric is built and tested with (``Switch``'s ``mode``).
 SWITCH_MODES = ("voq", "crosspoint")
