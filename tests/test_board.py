@@ -85,6 +85,8 @@ def test_board_list(capsys):
     (["--set", "nonsense=1"], r"nonsense"),
     (["--timeout", "0"], r"--timeout 0.0 must be positive"),
     (["--out", "/proc/version"], r"--out /proc/version is a file, not a directory"),
+    (["--clock", "500"], r"--clock 500.0: give a frequency in 10\.\.400 MHz"),
+    (["--clock", "0"], r"--clock 0.0: give a frequency in 10\.\.400 MHz"),
 ])
 def test_board_bad_input_exits_2(capsys, argv, match):
     assert main(["board", "--prepare-only", *argv]) == 2
@@ -156,6 +158,70 @@ def test_board_prepare_ecp5_evn(tmp_path):
     assert board_params(BOARDS["ecp5-5g-evn"])["divisor"] == 104   # 12e6 / 115200 = 104.2
 
 
+#: Lattice Clarity Designer's EHXPLLL settings for feedback from CLKOP, as published in
+#: Project Trellis (YosysHQ/prjtrellis, libtrellis/tools/ecppll.cpp, header comment):
+#: input MHz, output MHz, CLKI_DIV, CLKFB_DIV, CLKOP_DIV, VCO MHz.
+CLARITY_PLL = [(12, 48, 1, 4, 12, 576), (12, 60, 1, 5, 10, 600), (20, 30, 2, 3, 20, 600),
+               (45, 30, 3, 2, 20, 600), (100, 400, 1, 4, 1, 400), (200, 400, 1, 2, 2, 800),
+               (50, 400, 1, 8, 2, 800), (70, 40, 7, 4, 15, 600), (12, 36, 1, 3, 18, 648),
+               (12, 96, 1, 8, 6, 576), (90, 40, 9, 4, 15, 600), (90, 50, 9, 5, 13, 650),
+               (43, 86, 1, 2, 7, 602)]
+
+
+@pytest.mark.parametrize("fin,fout,ci,fb,op,vco", CLARITY_PLL)
+def test_pll_settings_match_lattice_clarity(fin, fout, ci, fb, op, vco):
+    """Every published Clarity setting lies inside the PLL ranges the search uses (input,
+    PFD, VCO, output) and gives its output by input / CLKI_DIV * CLKFB_DIV; the search
+    finds a setting of that exact output whose VCO is inside the range and no farther
+    from 600 MHz (mid-range) than Clarity's."""
+    from fusionfabric.board import (PLL_CLKFB_DIV, PLL_CLKI_DIV, PLL_CLKOP_DIV, PLL_INPUT_MHZ,
+                                    PLL_OUTPUT_MHZ, PLL_PFD_MHZ, PLL_VCO_MHZ, pll_settings)
+    assert PLL_INPUT_MHZ[0] <= fin <= PLL_INPUT_MHZ[1]
+    assert PLL_PFD_MHZ[0] <= fin / ci <= PLL_PFD_MHZ[1]
+    assert PLL_VCO_MHZ[0] <= vco <= PLL_VCO_MHZ[1]
+    assert PLL_OUTPUT_MHZ[0] <= fout <= PLL_OUTPUT_MHZ[1]
+    assert ci in PLL_CLKI_DIV and fb in PLL_CLKFB_DIV and op in PLL_CLKOP_DIV
+    assert fin / ci * fb == pytest.approx(fout) and fout * op == pytest.approx(vco, abs=1)
+    p = pll_settings(fin, fout)
+    assert p.output_mhz == pytest.approx(fout)
+    assert PLL_VCO_MHZ[0] <= p.vco_mhz <= PLL_VCO_MHZ[1]
+    assert PLL_PFD_MHZ[0] <= fin / p.clki_div <= PLL_PFD_MHZ[1]
+    assert abs(p.vco_mhz - 600) <= abs(fout * op - 600) + 1e-9
+
+
+def test_pll_nearest_output():
+    """From the ULX3S's 25 MHz: 50 and 100 MHz exactly; 77.7 MHz as the nearest the dividers
+    make (checked against every divider setting here, the PFD limit included)."""
+    from fusionfabric.board import pll_settings
+    assert pll_settings(25, 50).output_mhz == 50 and pll_settings(25, 100).output_mhz == 100
+    want = 77.7
+    best = min(abs(25 / ci * fb - want) for ci in range(1, 9) for fb in range(1, 81)
+               for op in range(1, 129) if 400 <= 25 / ci * fb * op <= 800
+               and 10 <= 25 / ci * fb <= 400)
+    assert abs(pll_settings(25, want).output_mhz - want) == pytest.approx(best)
+
+
+def test_board_prepare_with_pll(tmp_path):
+    """``--clock 50`` on the ULX3S: the design clocks ``sync`` from an EHXPLLL with 25 MHz
+    / 1 * 2 (VCO 600 MHz), its lock holding the slice in reset; the LPF still constrains the
+    25 MHz pin (nextpnr derives the PLL output's constraint from it and the
+    FREQUENCY_PIN attributes); the UART divisor follows the PLL's 50 MHz (434)."""
+    from fusionfabric.board import BOARDS, board_params, pll_settings, prepare_board
+    pll = pll_settings(25, 50)
+    prepare_board(BOARDS["ulx3s-85f"], _Blink(), tmp_path, "fusionfabric_board", pll)
+    il = (tmp_path / "fusionfabric_board.il").read_text()
+    cell = il[il.index("EHXPLLL"):]
+    cell = cell[:cell.index("  end")]
+    params = dict(re.findall(r"parameter \\(\w+) (\S+)", cell))
+    assert (params["CLKI_DIV"], params["CLKFB_DIV"], params["CLKOP_DIV"]) == ("1", "2", "12")
+    assert params["FEEDBK_PATH"] == '"CLKOP"'
+    assert 'attribute \\FREQUENCY_PIN_CLKOP "50"' in il
+    assert "connect \\LOCK" in cell
+    lpf = (tmp_path / "fusionfabric_board.lpf").read_text()
+    assert re.search(r'FREQUENCY PORT "clk25_0__io" 25000000', lpf), lpf
+    assert board_params(BOARDS["ulx3s-85f"], pll=pll)["divisor"] == 434  # 50e6 / 115200
+
+
 @pytest.mark.soak
 def test_board_prepare_slice_cli(tmp_path):
     """``board --prepare-only`` with the real slice: the design holds the fabric BIST."""
@@ -187,6 +253,18 @@ def test_board_flow_to_bitstream(tmp_path):
     assert doc["status"] == "ok" and doc["device"] == "85k"
 
 
+def test_board_flow_with_pll_to_bitstream(tmp_path):
+    """The flow with the PLL at 100 MHz on the stand-in core: nextpnr times the PLL's
+    output against 100 MHz (Fmax above it, status ok) and the bitstream is packed."""
+    from fusionfabric.board import BOARDS, build_board, pll_settings
+    r = build_board(BOARDS["ulx3s-85f"], _Blink(), tmp_path, pll=pll_settings(25, 100),
+                    yosys_timeout=600, pnr_timeout=600)
+    assert r.status == "ok", r.note
+    assert r.freq_target_mhz == 100 and r.fmax_mhz > 100
+    assert r.cells.get("EHXPLLL") == 1
+    assert ECP5_PREAMBLE in (tmp_path / "fusionfabric_board.bit").read_bytes()
+
+
 # A slice that does not fit: Yosys's stage faked (as tests/test_synth_parse.py does), so
 # its ``stat -json`` reports more LUT4 than the LFE5U-85F holds; nextpnr must not run.
 BIG_STAT = {"creator": "Yosys 0.70 (git sha1 28ba3cb92, Release)",
@@ -205,7 +283,7 @@ def fake_tools(monkeypatch):
     tools = lambda target: (["yosys"], ["nextpnr"])   # noqa: E731
     monkeypatch.setattr(board_mod, "check_tools", tools)
     monkeypatch.setattr(flow, "check_tools", tools)           # the CLI's tool check
-    monkeypatch.setattr(board_mod, "make_slice", lambda board, sets=None: _Blink())
+    monkeypatch.setattr(board_mod, "make_slice", lambda board, sets=None, pll=None: _Blink())
 
     def run(cmd, cwd, log, what, timeout):
         if cmd[0] == "yosys":

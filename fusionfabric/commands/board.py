@@ -28,6 +28,9 @@ def add_arguments(p):
                    help="build directory (default build/board/<board>)")
     p.add_argument("--prepare-only", action="store_true",
                    help="write the design, constraints and scripts; run no tool")
+    p.add_argument("--clock", type=float, default=None, metavar="MHZ",
+                   help="run the slice from the FPGA's PLL at this frequency (the nearest "
+                        "the PLL makes; default: the board's oscillator, no PLL)")
     p.add_argument("--seed", type=int, default=1, help="placement seed (default 1)")
     p.add_argument("--timeout", type=float, default=3600.0, metavar="SEC",
                    help="time limit of nextpnr (default 3600 s)")
@@ -58,10 +61,19 @@ def run(args):
     out = Path(check_output(args.out, "--out", "dir")) if args.out is not None \
         else build_root() / "board" / board.name
     sets = parse_sets(get_block("board-slice"), args.set)
-    from fusionfabric.board import board_params, build_board, make_slice, prepare_board
-    core = make_slice(board, sets)       # a bad parameter: BlockError, exit 2
+    from fusionfabric.board import (board_clock_mhz, board_params, build_board, make_slice,
+                                    pll_settings, prepare_board)
+    pll = None
+    if args.clock is not None:
+        try:
+            pll = pll_settings(board_clock_mhz(board), args.clock)
+        except BoardError as exc:
+            raise CliError(f"board: {exc}") from None
+        print(f"board {board.name}: PLL {pll.input_mhz:g} MHz / {pll.clki_div} * "
+              f"{pll.clkfb_div} = {pll.output_mhz:g} MHz (VCO {pll.vco_mhz:g} MHz)")
+    core = make_slice(board, sets, pll)  # a bad parameter: BlockError, exit 2
     if args.prepare_only:
-        prepare_board(board, core, out, "fusionfabric_board")
+        prepare_board(board, core, out, "fusionfabric_board", pll)
         print(f"board {board.name}: design, constraints and scripts in {out}")
         return 0
     from fusionfabric.synth import SynthError, check_tools
@@ -73,8 +85,9 @@ def run(args):
     print(f"board {board.name}: building in {out} (Yosys, nextpnr and ecppack; "
           "about half an hour to an hour on a shared 2-core machine)", flush=True)
     try:
-        r = build_board(board, core, out, params=board_params(board, sets), seed=args.seed,
-                        yosys_timeout=args.yosys_timeout, pnr_timeout=args.timeout)
+        r = build_board(board, core, out, params=board_params(board, sets, pll),
+                        seed=args.seed, pll=pll, yosys_timeout=args.yosys_timeout,
+                        pnr_timeout=args.timeout)
     except SynthError as exc:
         print(f"board {board.name}: {exc}", file=sys.stderr)
         return 1
