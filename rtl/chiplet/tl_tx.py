@@ -153,11 +153,16 @@ class TransactionTx(wiring.Component):
         can = Signal(name=f"p{vc}_can")
         m.d.comb += can.eq((pos != 3) | q.w_rdy)
         padding = Signal(name=f"p{vc}_padding")   # NULL until the end of this TL flit
+        # the slot written when ``wr``: a data beat, the header, or NULL (padding, closing).
+        # Chosen by registers and ``port.valid`` only: where the priority chain below
+        # refuses, drops or skips a beat nothing is written, so the opcode check, the
+        # refusal and the stale-tag lookup stay off the slot's data path.
+        m.d.comb += word.eq(Mux(rem != 0, beat.data,
+                                Mux(~padding & port.valid, hdr.as_value(), 0)))
         go = Signal(name=f"p{vc}_go")             # a message header is taken
         with m.If(rem != 0):
             # data slot of the current message
-            m.d.comb += [word.eq(beat.data), wr.eq(port.valid & can),
-                         port.ready.eq(can)]
+            m.d.comb += [wr.eq(port.valid & can), port.ready.eq(can)]
             with m.If(port.valid & can):
                 m.d.sync += rem.eq(rem - 1)
         with m.Elif(port.valid & ~ok_op):
@@ -176,13 +181,13 @@ class TransactionTx(wiring.Component):
             m.d.sync += drop.eq(Mux(nds == 0, 0, nds - 1))
             sat_inc(m, self._stale_cnt, 1)
         with m.Elif(padding):
-            m.d.comb += [word.eq(0), wr.eq(can)]
+            m.d.comb += wr.eq(can)
             with m.If(can & (pos == 3)):
                 m.d.sync += padding.eq(0)
         with m.Elif(port.valid):
             # header slot, once the message's flits have room; a message without data is
             # consumed with it
-            m.d.comb += [go.eq(can & room), word.eq(hdr), wr.eq(go),
+            m.d.comb += [go.eq(can & room), wr.eq(go),
                          port.ready.eq(go & (nds == 0))]
             with m.If(go):
                 m.d.sync += rem.eq(nds)
@@ -190,7 +195,7 @@ class TransactionTx(wiring.Component):
                 m.d.comb += self.o_issue.eq(go & nonposted(beat.opcode))
         with m.Elif(pos != 0):
             # message boundary inside a flit and nothing waiting: close with NULL slots
-            m.d.comb += [word.eq(0), wr.eq(can)]
+            m.d.comb += wr.eq(can)
             with m.If(can & (pos != 3)):
                 m.d.sync += padding.eq(1)
         with m.If(wr):
