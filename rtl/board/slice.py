@@ -7,6 +7,8 @@ spec: what each LED means and the format of the report line.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer
@@ -174,6 +176,11 @@ def _build(**params):
     return BoardSlice(**params)
 
 
+#: The fabric parameters whose board default differs from the fabric's: 2 endpoints, and
+#: the crosspoint-buffered switch, the faster switch on the FPGA (docs/board.md).
+_BOARD_DEFAULTS = {"n_endpoints": 2, "switch_mode": "crosspoint"}
+
+
 BLOCKS = [
     Block("board-slice", _build, doc="The fabric BIST with LEDs and a UART counter report, "
           "the top of the board build (docs/board.md)",
@@ -183,7 +190,7 @@ BLOCKS = [
                   Param("load", int, 256, "generator offered load in 1/256"),
                   Param("budget", int, 0, "messages per generator, 0 = forever"),
                   Param("fault_ber", float, 1e-5, "lane bit error rate while i_fault_en"),
-                  *[p if p.name != "n_endpoints" else Param(p.name, int, 2, p.doc)
-                    for p in _bist_params()]],
+                  *[replace(p, default=_BOARD_DEFAULTS[p.name]) if p.name in _BOARD_DEFAULTS
+                    else p for p in _bist_params()]],
           ci_params={"n_endpoints": 2}),
 ]

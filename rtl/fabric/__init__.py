@@ -39,7 +39,7 @@ BLOCKS = [
               *[p for p in CHIPLET_PARAMS if p.name != "stamp_src"],
               Param("depth", int, 16, "switch flits per VOQ (power of two)"),
               Param("switch_mode", str, "voq", "switch design: voq (the model's) or "
-                    "crosspoint (crosspoint-buffered, fastest on an FPGA; iterations 0)",
+                    "crosspoint (crosspoint-buffered, faster on an FPGA; iterations 0)",
                     choices=SWITCH_MODES),
               Param("iterations", int, 0, "switch iSLIP rounds (0 = default)"),
               Param("out_depth", int, 4, "switch output buffer slots"),
