@@ -83,7 +83,7 @@ REPORT_SETS: list[tuple[str, dict] | tuple[str, dict, int] | tuple[str, dict, in
     ("crc", {"data_width": 64}),
     ("pcs-tx", {"n_lanes": 4}),
     ("pcs-rx", {"n_lanes": 4}),
-    ("chiplet", {}),
+    ("chiplet", {}, 2),
     ("switch", {"n_ports": 8, "data_width": 64, "mode": "crosspoint", "depth": 16,
                 "out_depth": 8}, 9),
     ("switch", {"n_ports": 8, "data_width": 64, "pipeline": True, "depth": 64,
