@@ -158,7 +158,8 @@ def make_slice(board: Board, sets: dict[str, Any] | None = None, pll: Pll | None
 class BoardTop(Elaboratable):
     """A core with ``o_led`` (8 bits), ``o_tx`` and ``i_fault_en`` (the board slice)
     connected to a board's LEDs, UART transmit pin and a slide switch through I/O
-    buffers."""
+    buffers; clocked by the board's oscillator (the platform's clock and power-on reset),
+    or with ``pll`` by an EHXPLLL on it."""
 
     def __init__(self, board: Board, core, pll: Pll | None = None):
         self.board, self.core, self.pll = board, core, pll
@@ -294,8 +295,9 @@ def build_board(board: Board, core, build_dir: Path, *, params: dict | None = No
          build_dir, build_dir / "ecppack.out", "ecppack", 600.0)
     if res.fmax_mhz is None or res.fmax_mhz < freq_mhz:
         res.status = "timing"
-        res.note = (f"the {freq_mhz:g} MHz {'PLL' if pll else 'board'} clock is not met (Fmax "
-                    f"{res.fmax_mhz} MHz); the bitstream is written but not to be trusted")
+        clock = "PLL" if pll else "board"
+        res.note = (f"the {freq_mhz:g} MHz {clock} clock is not met (Fmax {res.fmax_mhz} "
+                    f"MHz); the bitstream is written but not to be trusted")
     return _save(res, build_dir)
 
 

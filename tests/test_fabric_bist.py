@@ -298,8 +298,9 @@ def test_fabric_bist_faults_icarus(tmp_path):
     board slice's switch; the fabric tests in tests/test_fabric_cocotb.py run the default
     VOQ switch), BER 2e-5 on every lane and a one-bit slip: zero BIST errors, every
     message delivered exactly once (counts from the model), replays and a relock."""
-    res = _cocotb({"n_endpoints": 2, "switch_mode": "crosspoint"}, {"budget": 30, "load": 200, "stall": 40, "ber": 2e-5,
-                                       "slip_lane": 1, "slip_at": 600}, tmp_path=tmp_path)
+    res = _cocotb({"n_endpoints": 2, "switch_mode": "crosspoint"},
+                  {"budget": 30, "load": 200, "stall": 40, "ber": 2e-5, "slip_lane": 1,
+                   "slip_at": 600}, tmp_path=tmp_path)
     assert res["replays"] > 0 and res["relocks"] >= 1 and res["flips"] > 0
 
 
