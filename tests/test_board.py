@@ -8,7 +8,7 @@ board list, bad input (exit 2 with one line), the files Amaranth writes for a bo
 stand-in core, a slice that does not fit (the Yosys and nextpnr stages faked: status
 ``no-fit``, exit 1, one line naming the resource), and what ``make bitstream`` runs (a
 dry run). Soak: ``make bitstream BOARD=ulx3s-85f`` on the real slice, to a bitstream
-(about 35 to 40 minutes on the shared 2-core machine).
+(about 40 to 60 minutes on the shared 2-core machine).
 """
 
 from __future__ import annotations
