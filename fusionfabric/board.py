@@ -111,10 +111,11 @@ def pll_settings(input_mhz: float, output_mhz: float) -> Pll:
         if not _within(input_mhz / ci, PLL_PFD_MHZ):
             continue
         for fb in PLL_CLKFB_DIV:
+            if not _within(input_mhz / ci * fb, PLL_OUTPUT_MHZ):
+                continue
             for op in PLL_CLKOP_DIV:
                 p = Pll(input_mhz, ci, fb, op)
-                if not (_within(p.output_mhz, PLL_OUTPUT_MHZ)
-                        and _within(p.vco_mhz, PLL_VCO_MHZ)):
+                if not _within(p.vco_mhz, PLL_VCO_MHZ):
                     continue
                 key = (abs(p.output_mhz - output_mhz), abs(p.vco_mhz - 600.0))
                 if best is None or key < best[0]:
@@ -133,6 +134,11 @@ def board_clock_mhz(board: Board) -> float:
     return board.platform_class()().default_clk_frequency / 1e6
 
 
+def slice_clock_mhz(board: Board, pll: Pll | None = None) -> float:
+    """The slice's clock in MHz: ``pll``'s output, or the board's oscillator."""
+    return pll.output_mhz if pll else board_clock_mhz(board)
+
+
 def board_params(board: Board, sets: dict[str, Any] | None = None,
                  pll: Pll | None = None) -> dict[str, Any]:
     """The ``board-slice`` parameters for ``board``: the UART divisor, report period and
@@ -140,7 +146,7 @@ def board_params(board: Board, sets: dict[str, Any] | None = None,
     (any ``board-slice`` parameter)."""
     from fusionfabric.rtl.blocks import get_block
 
-    freq = pll.output_mhz * 1e6 if pll else board_clock_mhz(board) * 1e6
+    freq = slice_clock_mhz(board, pll) * 1e6
     params = {"divisor": round(freq / BAUD), "report_period": int(freq * REPORT_SECONDS),
               "heartbeat_bit": max(0, int(math.log2(freq)) - 1)}
     params.update(sets or {})
@@ -242,7 +248,7 @@ def build_board(board: Board, core, build_dir: Path, *, params: dict | None = No
     plat_cls = board.platform_class()
     t0 = time.perf_counter()
     prepare_board(board, core, build_dir, name, pll)
-    freq_mhz = pll.output_mhz if pll else plat_cls().default_clk_frequency / 1e6
+    freq_mhz = slice_clock_mhz(board, pll)
     res = SynthResult(block="board-slice", params=dict(params or {}), target="ecp5",
                       device=board.nextpnr_device, package=plat_cls.package, top=name,
                       freq_target_mhz=freq_mhz, seed=seed, out_of_context=False,

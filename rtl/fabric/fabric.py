@@ -169,8 +169,8 @@ class Fabric(wiring.Component):
     switch_mode : str
         The switch design (``Switch``'s ``mode``, :data:`SWITCH_MODES`): ``"voq"`` (the
         default, the design the cycle-level model follows) or ``"crosspoint"`` (the
-        crosspoint-buffered switch, the fastest on an FPGA: docs/switch.md; ``iterations``
-        must be 0).
+        crosspoint-buffered switch, the faster of the two on an FPGA: docs/switch.md;
+        ``iterations`` must be 0).
     result_timeout : int
         Cycles a partial RESULT message waits for more results (``ResultPacker``).
     fault_seed : int
