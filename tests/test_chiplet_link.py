@@ -35,9 +35,10 @@ CASES = [
 ]
 
 
-#: Cases run only in the soak set (CI time; test_link_through_pcs_dark_lane and the link
-#: CLI's dark-lane test keep a dark lane in CI).
-SOAK_CASES = {"icarus-linkdrops-dark"}
+#: Cases run only in the soak set (CI time): test_link_through_pcs_dark_lane and the link
+#: CLI's dark-lane test keep a dark lane in CI; every other CI case checks the same
+#: delivery with bit errors on, so the error-free run is soak.
+SOAK_CASES = {"icarus-linkdrops-dark", "icarus-ber0"}
 
 
 @pytest.mark.cocotb

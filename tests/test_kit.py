@@ -61,6 +61,39 @@ def test_build_dir_keyed_by_params(tmp_path, monkeypatch):
     assert "module top" in (a / "top.v").read_text()
 
 
+def test_registry_verilog_is_shared_across_processes_until_a_source_changes(tmp_path,
+                                                                           monkeypatch):
+    """A registry block's Verilog, converted once under a build root, is found again by a
+    process that has not converted it (this process's memo cleared, the block's factory
+    made to fail); a different source key converts afresh, into the same directory when
+    the text is the same."""
+    from fusionfabric.rtl.blocks import get_block
+    monkeypatch.setattr(runner, "BUILD_ROOT", tmp_path)
+    monkeypatch.setattr(runner, "_BUILT", {})
+    first, _ = runner.build_verilog("crc", {"data_width": 16})
+    text = (first / "top.v").read_text()
+    assert "module top" in text
+
+    block = get_block("crc")
+    calls = []
+
+    def counted(**params):
+        calls.append(params)
+        return build(**params)
+    build = block.build
+    monkeypatch.setattr(type(block), "build", lambda self, **p: counted(**p))
+    runner._BUILT.clear()
+    again, _ = runner.build_verilog("crc", {"data_width": 16})
+    assert again == first and calls == []
+    other, _ = runner.build_verilog("crc", {"data_width": 32})
+    assert other != first and len(calls) == 1
+
+    runner._BUILT.clear()
+    monkeypatch.setattr(runner, "_SOURCE_KEY", ["edited"])
+    fresh, _ = runner.build_verilog("crc", {"data_width": 16})
+    assert len(calls) == 2 and fresh == first and (fresh / "top.v").read_text() == text
+
+
 def test_inorder_scoreboard():
     sb = InOrderScoreboard("sb", seed=7)
     sb.expect_many([1, 2, 3])

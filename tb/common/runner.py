@@ -3,7 +3,9 @@
 :func:`run` converts a registered block (or any component) to Verilog with
 ``emit_src=False``, places it in a build directory keyed by a hash of the block, its
 parameters and the generated text, builds it under a file lock (safe with pytest-xdist),
-and runs a cocotb test module through :mod:`cocotb_tools.runner`.
+and runs a cocotb test module through :mod:`cocotb_tools.runner`. A registered block's
+parameter set is converted once per build root and source: later processes find its
+directory through ``<build root>/rtl/.cache`` (:func:`source_key`).
 
 Environment:
 
@@ -127,19 +129,52 @@ def _slug(text: str) -> str:
 #: 8-endpoint fabric takes about two minutes to convert (the demo runs it six times).
 _BUILT: dict[str, tuple[Path, str]] = {}
 
+_SOURCE_KEY: list[str] = []
+
+
+def source_key() -> str:
+    """A hash of everything a registry block's Verilog is made from: the Amaranth version
+    and every ``.py`` file of the package's ``rtl``, ``sim`` and top-level directories
+    (``tb`` is not hashed: it builds no registry block). Computed once per process."""
+    if not _SOURCE_KEY:
+        import hashlib
+
+        import amaranth
+
+        import fusionfabric
+        import fusionfabric.rtl
+        import fusionfabric.sim
+        h = hashlib.sha256(amaranth.__version__.encode())
+        for pkg in (fusionfabric, fusionfabric.rtl, fusionfabric.sim):
+            root = Path(pkg.__file__).resolve().parent
+            for f in sorted(root.rglob("*.py")):
+                h.update(f"{pkg.__name__}/{f.relative_to(root).as_posix()}\0".encode())
+                h.update(f.read_bytes())
+        _SOURCE_KEY.append(h.hexdigest()[:16])
+    return _SOURCE_KEY[0]
+
+
+def _cache_entry(memo: str) -> Path:
+    """The file that names the build directory of a registry block's parameter set, shared
+    by every process under this build root (pytest-xdist workers, CLI subprocesses): the
+    Verilog of the 2-endpoint fabric takes 40 s to convert, and several tests on different
+    workers use it. Keyed by :func:`source_key`, so an edited source converts afresh."""
+    import hashlib
+    key = hashlib.sha256(f"{source_key()}\0{memo}".encode()).hexdigest()[:24]
+    return BUILD_ROOT / "rtl" / ".cache" / key
+
 
 def build_verilog(block: str, params: dict[str, Any] | None = None, *, component=None,
                   toplevel: str = "top", split: bool = False) -> tuple[Path, str]:
     """Write the Verilog of ``block`` with ``params`` into its hashed build directory.
 
     Returns ``(build_dir, toplevel)``. ``component`` may be given directly (then ``block``
-    only names the directory); otherwise it is built from the registry (and converted once
-    per process for each parameter set). ``split``: the split Verilog of a fabric or a
-    reducing switch (:func:`fusionfabric.rtl.fabric.split.split_design_verilog`) instead of
-    the flat one.
+    only names the directory, and it is converted on every call); otherwise it is built
+    from the registry and converted once per build root and source for each parameter set
+    (:func:`_cache_entry`). ``split``: the split Verilog of a fabric or a reducing switch
+    (:func:`fusionfabric.rtl.fabric.split.split_design_verilog`) instead of the flat one.
     """
     from fusionfabric.rtl.blocks import get_block
-    from fusionfabric.rtl.export import config_hash, to_verilog
 
     params = dict(params or {})
     memo = None
@@ -150,7 +185,22 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
                           sort_keys=True, default=str)
         if memo in _BUILT and (_BUILT[memo][0] / f"{toplevel}.v").exists():
             return _BUILT[memo]
-        component = b.build(**params)
+        entry = _cache_entry(memo)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(entry) + ".lock"):    # one process converts, the others wait
+            if entry.is_file():
+                build_dir = BUILD_ROOT / "rtl" / entry.read_text().strip()
+                if (build_dir / f"{toplevel}.v").is_file():
+                    _BUILT[memo] = (build_dir, toplevel)
+                    return _BUILT[memo]
+            return _convert(block, params, b.build(**params), toplevel, split, memo)
+    return _convert(block, params, component, toplevel, split, None)
+
+
+def _convert(block: str, params: dict[str, Any], component, toplevel: str, split: bool,
+             memo: str | None) -> tuple[Path, str]:
+    from fusionfabric.rtl.export import config_hash, to_verilog
+
     if split:
         from fusionfabric.rtl.fabric.split import split_design_verilog
         text = split_design_verilog(component, toplevel)
@@ -169,6 +219,10 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
                 json.dumps({"block": block, "params": params}, indent=1, default=str) + "\n")
     if memo is not None:
         _BUILT[memo] = (build_dir, toplevel)
+        entry = _cache_entry(memo)
+        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(build_dir.name + "\n")
+        tmp.replace(entry)
     return build_dir, toplevel
 
 
