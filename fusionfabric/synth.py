@@ -195,6 +195,7 @@ class SynthResult:
     yosys_timeout_s: float = 0.0
     pnr_timeout_s: float = 0.0
     cached: bool = False
+    router: str = ""          # nextpnr's ``--router`` (board builds); "" = its default
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -87,6 +87,7 @@ def test_board_list(capsys):
     (["--out", "/proc/version"], r"--out /proc/version is a file, not a directory"),
     (["--clock", "500"], r"--clock 500.0: give a frequency in 10\.\.400 MHz"),
     (["--clock", "0"], r"--clock 0.0: give a frequency in 10\.\.400 MHz"),
+    (["--router", "router3"], r"--router 'router3': give one of router1, router2"),
 ])
 def test_board_bad_input_exits_2(capsys, argv, match):
     assert main(["board", "--prepare-only", *argv]) == 2
@@ -254,14 +255,17 @@ def test_board_flow_to_bitstream(tmp_path):
 
 
 def test_board_flow_with_pll_to_bitstream(tmp_path):
-    """The flow with the PLL at 100 MHz on the stand-in core: nextpnr times the PLL's
-    output against 100 MHz (Fmax above it, status ok) and the bitstream is packed."""
+    """The flow with the PLL at 100 MHz on the stand-in core, routed by nextpnr's router2:
+    nextpnr times the PLL's output against 100 MHz (Fmax above it, status ok), its log
+    shows router2 at work, and the bitstream is packed."""
     from fusionfabric.board import BOARDS, build_board, pll_settings
     r = build_board(BOARDS["ulx3s-85f"], _Blink(), tmp_path, pll=pll_settings(25, 100),
-                    yosys_timeout=600, pnr_timeout=600)
+                    yosys_timeout=600, pnr_timeout=600, router="router2")
     assert r.status == "ok", r.note
     assert r.freq_target_mhz == 100 and r.fmax_mhz > 100
     assert r.cells.get("EHXPLLL") == 1
+    assert r.router == "router2" and "Running router2" in (tmp_path / "nextpnr.log").read_text()
+    assert json.loads((tmp_path / "result.json").read_text())["router"] == "router2"
     assert ECP5_PREAMBLE in (tmp_path / "fusionfabric_board.bit").read_bytes()
 
 

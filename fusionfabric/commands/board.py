@@ -32,6 +32,9 @@ def add_arguments(p):
                    help="run the slice from the FPGA's PLL at this frequency (the nearest "
                         "the PLL makes; default: the board's oscillator, no PLL)")
     p.add_argument("--seed", type=int, default=1, help="placement seed (default 1)")
+    p.add_argument("--router", default="router1", metavar="NAME",
+                   help="nextpnr's router: router1 (default) or router2 (routes the slice "
+                        "above about 35 MHz, with --clock)")
     p.add_argument("--timeout", type=float, default=3600.0, metavar="SEC",
                    help="time limit of nextpnr (default 3600 s)")
     p.add_argument("--yosys-timeout", type=float, default=3600.0, metavar="SEC",
@@ -54,6 +57,9 @@ def run(args):
     for value, what in ((args.timeout, "--timeout"), (args.yosys_timeout, "--yosys-timeout")):
         if not value > 0:
             raise CliError(f"board: {what} {value!r} must be positive")
+    from fusionfabric.board import ROUTERS
+    if args.router not in ROUTERS:
+        raise CliError(f"board: --router {args.router!r}: give one of {', '.join(ROUTERS)}")
     from fusionfabric.commands._common import check_output
     from fusionfabric.paths import build_root
     from fusionfabric.rtl.blocks import get_block, parse_sets
@@ -87,7 +93,7 @@ def run(args):
     try:
         r = build_board(board, core, out, params=board_params(board, sets, pll),
                         seed=args.seed, pll=pll, yosys_timeout=args.yosys_timeout,
-                        pnr_timeout=args.timeout)
+                        pnr_timeout=args.timeout, router=args.router)
     except SynthError as exc:
         print(f"board {board.name}: {exc}", file=sys.stderr)
         return 1
