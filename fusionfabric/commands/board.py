@@ -33,8 +33,8 @@ def add_arguments(p):
                         "the PLL makes; default: the board's oscillator, no PLL)")
     p.add_argument("--seed", type=int, default=1, help="placement seed (default 1)")
     p.add_argument("--router", default="router1", metavar="NAME",
-                   help="nextpnr's router: router1 (default) or router2 (routes the slice "
-                        "above about 35 MHz, with --clock)")
+                   help="nextpnr's router: router1 (default) or router2 (the one that "
+                        "routed the slice at --clock 40)")
     p.add_argument("--timeout", type=float, default=3600.0, metavar="SEC",
                    help="time limit of nextpnr (default 3600 s)")
     p.add_argument("--yosys-timeout", type=float, default=3600.0, metavar="SEC",
