@@ -240,8 +240,8 @@ def build_board(board: Board, core, build_dir: Path, *, params: dict | None = No
 
     ``pll``: the slice runs from an EHXPLLL at its output frequency instead of the board's
     clock (:class:`BoardTop`); that frequency is then the one to meet. ``router``: nextpnr's
-    router, one of :data:`ROUTERS` (docs/board.md, "Clock": at 40 and 50 MHz ``router1``
-    did not finish routing the slice here, ``router2`` routed it at 40 MHz).
+    router, one of :data:`ROUTERS` (docs/board.md, "Clock": ``router1`` stalled on the
+    slice at 40 MHz and did not finish at 50 MHz; ``router2`` routed it at 40 MHz).
 
     Returns the figures with ``status``: ``ok`` (bitstream written and the slice's clock
     met), ``timing`` (bitstream written, the clock not met), ``no-fit`` (Yosys's or nextpnr's
